@@ -1,0 +1,280 @@
+package api
+
+import "time"
+
+// Filesystem is one watched filesystem as GET /v1/status shows it (CONTRACT §4).
+// Bytes are blocks × f_frsize. Files == 0 means the filesystem has no inode limit.
+type Filesystem struct {
+	Path                  string    `json:"path"`
+	Mountpoint            string    `json:"mountpoint"`
+	Device                string    `json:"device"`
+	FSType                string    `json:"fstype"`
+	SizeBytes             uint64    `json:"size_bytes"`
+	AvailBytes            uint64    `json:"avail_bytes"`
+	FreeBytes             uint64    `json:"free_bytes"`
+	UsedRatio             float64   `json:"used_ratio"`
+	Files                 uint64    `json:"files"`
+	FilesFree             uint64    `json:"files_free"`
+	GrowthBytesPerSecond  float64   `json:"growth_bytes_per_second"`
+	PredictedFullSeconds  *float64  `json:"predicted_full_seconds"`
+	ReclaimThresholdBytes uint64    `json:"reclaim_threshold_bytes"`
+	ReclaimThresholdWhy   string    `json:"reclaim_threshold_reason,omitempty"`
+	ReplaceThresholdBytes uint64    `json:"replace_threshold_bytes"`
+	ReclaimThresholdFiles uint64    `json:"reclaim_threshold_inodes"`
+	ReplaceThresholdFiles uint64    `json:"replace_threshold_inodes"`
+	ReserveBytes          uint64    `json:"reserve_bytes"`
+	Stale                 bool      `json:"stale"`
+	Error                 string    `json:"error,omitempty"`
+	SampledAt             time.Time `json:"sampled_at"`
+}
+
+// Site is one write site (a launcher's temp dir) as status shows it.
+type Site struct {
+	Name             string     `json:"name"`
+	Path             string     `json:"path"`
+	Files            int64      `json:"files"`
+	Bytes            int64      `json:"bytes"`
+	Jobs             int64      `json:"jobs"`
+	RunningJobs      int64      `json:"running_jobs"`
+	OldestAgeSeconds float64    `json:"oldest_age_seconds"`
+	MaxAgeSeconds    float64    `json:"max_age_seconds"`
+	PendingPrune     int64      `json:"pending_prune"`
+	PrunedTotal      int64      `json:"pruned_total"`
+	LastPruneAt      *time.Time `json:"last_prune_at"`
+	Problem          *string    `json:"problem"`
+}
+
+// Mount states (CONTRACT §4).
+const (
+	MountHealthy      = "healthy"
+	MountDenied       = "denied"
+	MountHung         = "hung"
+	MountDisconnected = "disconnected"
+	MountMissing      = "missing"
+	MountRemounting   = "remounting"
+)
+
+// Link is a symlink into a mount that sandboxd keeps in place.
+type Link struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+	State  string `json:"state,omitempty"`
+}
+
+// Mount is one watched FUSE mount.
+type Mount struct {
+	Name                string     `json:"name"`
+	Path                string     `json:"path"`
+	FSType              string     `json:"fstype"`
+	Source              string     `json:"source"`
+	Required            bool       `json:"required"`
+	State               string     `json:"state"`
+	Errno               string     `json:"errno"`
+	Since               time.Time  `json:"since"`
+	LastProbeAt         *time.Time `json:"last_probe_at"`
+	LastProbeSeconds    float64    `json:"last_probe_seconds"`
+	RemountsTotal       int64      `json:"remounts_total"`
+	CredentialExpiresAt *time.Time `json:"credential_expires_at"`
+	Links               []Link     `json:"links"`
+}
+
+// Condition types (CONTRACT §4).
+const (
+	CondDiskPressure       = "DiskPressure"
+	CondInodePressure      = "InodePressure"
+	CondDiskFillingUp      = "DiskFillingUp"
+	CondReplaceRecommended = "ReplaceRecommended"
+	CondMountUnavailable   = "MountUnavailable"
+	CondSiteProblem        = "SiteProblem"
+	CondReserveReleased    = "ReserveReleased"
+	CondJobOverdue         = "JobOverdue"
+)
+
+// Condition is one health condition about one subject.
+type Condition struct {
+	Type    string    `json:"type"`
+	Subject string    `json:"subject"`
+	Status  bool      `json:"status"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
+	// Severity is "warning" or "critical"; it decides /v1/health's status.
+	Severity string `json:"severity,omitempty"`
+}
+
+// Action kinds and statuses of a reclaim.
+const (
+	ActionPruneSite      = "prune_site"
+	ActionCommand        = "command"
+	ActionDelete         = "delete"
+	ActionReleaseReserve = "release_reserve"
+
+	ActionDone     = "done"
+	ActionPlanned  = "planned"
+	ActionSkipped  = "skipped"
+	ActionFailed   = "failed"
+	ActionObserved = "observed"
+)
+
+// Action is one step of a reclaim.
+type Action struct {
+	Source     string `json:"source"`
+	Path       string `json:"path"`
+	Kind       string `json:"kind"`
+	FreedBytes int64  `json:"freed_bytes"`
+	FreedFiles int64  `json:"freed_files"`
+	Status     string `json:"status"`
+	Error      string `json:"error"`
+}
+
+// Event is one entry of the audit trail (GET /v1/events).
+type Event struct {
+	Seq     uint64         `json:"seq"`
+	Time    time.Time      `json:"time"`
+	Kind    string         `json:"kind"`
+	Subject string         `json:"subject"`
+	Message string         `json:"message"`
+	Fields  map[string]any `json:"fields,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventCondition  = "condition"
+	EventPrune      = "prune"
+	EventDelete     = "delete"
+	EventCommand    = "command"
+	EventKill       = "kill"
+	EventRemount    = "remount"
+	EventCredential = "credential_refresh"
+	EventReserve    = "reserve"
+	EventRefusal    = "refusal"
+	EventConfig     = "config"
+	EventState      = "state"
+	EventLifecycle  = "lifecycle"
+	EventMountProbe = "mount_state"
+	EventReclaimRun = "reclaim"
+	EventLinkRepair = "link"
+	EventMountAbort = "abort"
+	EventMountGuard = "guard"
+)
+
+// StateInfo says where the daemon keeps its state and whether it could write it.
+type StateInfo struct {
+	Dir        string `json:"dir"`
+	Persistent bool   `json:"persistent"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	APIVersion  int          `json:"api_version"`
+	Features    []string     `json:"features"`
+	Mode        string       `json:"mode"`
+	Version     string       `json:"version"`
+	StartedAt   time.Time    `json:"started_at"`
+	Ready       bool         `json:"ready"`
+	Filesystems []Filesystem `json:"filesystems"`
+	Sites       []Site       `json:"sites"`
+	Mounts      []Mount      `json:"mounts"`
+	Reclaim     *ReclaimRun  `json:"reclaim"`
+	Conditions  []Condition  `json:"conditions"`
+	State       StateInfo    `json:"state"`
+	Warnings    []string     `json:"warnings,omitempty"`
+}
+
+// Health statuses.
+const (
+	HealthOK       = "ok"
+	HealthWarning  = "warning"
+	HealthCritical = "critical"
+)
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	Status     string      `json:"status"`
+	Conditions []Condition `json:"conditions"`
+	Summary    string      `json:"summary"`
+}
+
+// Livez is the body of /livez and /readyz.
+type Livez struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventsPage is the body of GET /v1/events.
+type EventsPage struct {
+	Events []Event `json:"events"`
+	// Next is the sequence number to pass as since= to get only newer events.
+	Next uint64 `json:"next"`
+	// Dropped is true when events between since and the oldest kept one were lost.
+	Dropped bool `json:"dropped"`
+}
+
+// LaunchRequest is the body of POST /v1/launch (CONTRACT §5). Nil fields take defaults.
+type LaunchRequest struct {
+	Site       string    `json:"site,omitempty"`
+	NeedBytes  *Size     `json:"need_bytes,omitempty"`
+	NeedInodes *uint64   `json:"need_inodes,omitempty"`
+	Mounts     []string  `json:"mounts,omitempty"`
+	Deadline   *Duration `json:"deadline,omitempty"`
+}
+
+// LaunchResponse is the 200 answer of POST /v1/launch.
+type LaunchResponse struct {
+	OK         bool        `json:"ok"`
+	Site       *Site       `json:"site"`
+	Pruned     int64       `json:"pruned"`
+	PrunedJobs []string    `json:"pruned_jobs"`
+	FreedBytes int64       `json:"freed_bytes"`
+	Filesystem *Filesystem `json:"filesystem"`
+	Mounts     []Mount     `json:"mounts"`
+	Advice     *string     `json:"advice"`
+	Detail     string      `json:"detail,omitempty"`
+	Warnings   []string    `json:"warnings,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/resume.
+type ResumeRequest struct {
+	Deadline *Duration `json:"deadline,omitempty"`
+}
+
+// Verdicts of a resume.
+const (
+	VerdictHealthy   = "healthy"
+	VerdictReclaimed = "reclaimed"
+	VerdictReplace   = "replace"
+)
+
+// Usage is one of the largest directories of a filesystem.
+type Usage struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+	Files int64  `json:"files"`
+}
+
+// ReclaimRun is the result of one run of the reclaim policy (resume, reclaim, launch).
+type ReclaimRun struct {
+	Trigger    string       `json:"trigger"`
+	Verdict    string       `json:"verdict"`
+	DryRun     bool         `json:"dry_run"`
+	Cached     bool         `json:"cached"`
+	StartedAt  time.Time    `json:"started_at"`
+	FinishedAt time.Time    `json:"finished_at"`
+	Before     []Filesystem `json:"before"`
+	After      []Filesystem `json:"after"`
+	FreedBytes int64        `json:"freed_bytes"`
+	FreedFiles int64        `json:"freed_files"`
+	Actions    []Action     `json:"actions"`
+	Detail     string       `json:"detail"`
+	Usage      []Usage      `json:"usage,omitempty"`
+	Warnings   []string     `json:"warnings,omitempty"`
+}
+
+// ReclaimRequest is the body of POST /v1/reclaim.
+type ReclaimRequest struct {
+	DryRun         bool      `json:"dry_run,omitempty"`
+	TargetFree     *Size     `json:"target_free,omitempty"`
+	ReleaseReserve bool      `json:"release_reserve,omitempty"`
+	Deadline       *Duration `json:"deadline,omitempty"`
+}
