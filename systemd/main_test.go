@@ -1,0 +1,32 @@
+package systemd
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// helperEnv selects a helper role when the test binary re-executes itself as a child
+// (socket activation, or the service that a private systemd runs).
+const helperEnv = "SANDBOXD_SYSTEMD_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(helperEnv); role != "" {
+		if err := runHelper(role); err != nil {
+			fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func runHelper(role string) error {
+	switch role {
+	case "activation":
+		return activationHelper()
+	case "notify":
+		return notifyHelper()
+	}
+	return fmt.Errorf("unknown helper role %q", role)
+}

@@ -1,0 +1,3 @@
+package systemd
+
+func notifyHelper() error { return nil }
