@@ -1,0 +1,109 @@
+package safefs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Entry is one directory entry as lstat sees it (never following a symlink).
+type Entry struct {
+	Name   string // raw bytes: newlines and invalid UTF-8 are kept as they are
+	Type   uint32 // S_IFMT bits
+	Size   int64
+	Blocks int64
+	Nlink  uint64
+	Ino    uint64
+	Dev    uint64
+	Mtime  time.Time
+	Atime  time.Time
+	Uid    uint32
+}
+
+// IsDir reports whether the entry is a directory.
+func (e Entry) IsDir() bool { return e.Type == unix.S_IFDIR }
+
+func entryFrom(name string, stx *unix.Statx_t) Entry {
+	return Entry{
+		Name:   name,
+		Type:   uint32(stx.Mode) & unix.S_IFMT,
+		Size:   int64(stx.Size),
+		Blocks: int64(stx.Blocks),
+		Nlink:  uint64(stx.Nlink),
+		Ino:    stx.Ino,
+		Dev:    stxDev(stx),
+		Mtime:  stxTime(stx.Mtime),
+		Atime:  stxTime(stx.Atime),
+		Uid:    stx.Uid,
+	}
+}
+
+// ReadDir lists the direct children of dir ("" or "." = the root) with lstat figures, in
+// getdents order. An entry that vanishes between listing and stat is left out.
+func (r *Root) ReadDir(dir string) ([]Entry, error) {
+	rel, err := cleanName(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read dir: %w", err)
+	}
+	fd, err := r.openDir(rel)
+	if err != nil {
+		return nil, fmt.Errorf("read dir %s: open: %w", r.display(rel), err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, direntBufSize)
+	var out []Entry
+	var stx unix.Statx_t
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("read dir %s: getdents: %w", r.display(rel), err)
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		it := direntIter{buf: buf[:n]}
+		for {
+			_, name, ok := it.next()
+			if !ok {
+				break
+			}
+			if err := statxAt(fd, &name[0], statxFlags, &stx); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				return out, fmt.Errorf("read dir %s: statx %q: %w", r.display(rel), name[:len(name)-1], err)
+			}
+			out = append(out, entryFrom(string(name[:len(name)-1]), &stx))
+		}
+	}
+}
+
+// Lstat describes name without following it ("" or "." = the root). For a mount point the
+// figures are those of the mounted root (Dev differs from the Root's, or IsMountPoint says so).
+func (r *Root) Lstat(name string) (Entry, error) {
+	rel, err := cleanName(name)
+	if err != nil {
+		return Entry{}, fmt.Errorf("lstat: %w", err)
+	}
+	var stx unix.Statx_t
+	if rel == "" {
+		if err := fstatx(r.fd, &stx); err != nil {
+			return Entry{}, fmt.Errorf("lstat %s: %w", r.path, err)
+		}
+		return entryFrom(".", &stx), nil
+	}
+	pfd, base, err := r.openParent(rel)
+	if err != nil {
+		return Entry{}, fmt.Errorf("lstat: %w", err)
+	}
+	defer unix.Close(pfd)
+	if err := unix.Statx(pfd, base, statxFlags, statxMask, &stx); err != nil {
+		return Entry{}, fmt.Errorf("lstat %s: %w", r.display(rel), err)
+	}
+	return entryFrom(base, &stx), nil
+}
