@@ -1,0 +1,147 @@
+// Package units_test checks the systemd units sandboxd ships: that they hold what the
+// daemon relies on (Type=notify, the watchdog, namespace-free hardening, a socket that
+// survives restarts) and that systemd-analyze verify has nothing to say about them.
+package units_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// unit is a parsed unit file: section -> key -> values in order (keys may repeat).
+type unit map[string]map[string][]string
+
+func parseUnit(t *testing.T, path string) unit {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u := unit{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = strings.Trim(line, "[]")
+			u[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s:%d: not a key=value in a section: %q", path, n, line)
+			}
+			k = strings.TrimSpace(k)
+			u[section][k] = append(u[section][k], strings.TrimSpace(v))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestServiceUnit(t *testing.T) {
+	u := parseUnit(t, "sandboxd.service")
+	want := map[string]string{
+		"Type":                  "notify",
+		"NotifyAccess":          "main",
+		"WatchdogSec":           "30s",
+		"Restart":               "on-failure",
+		"ExecStart":             "/usr/bin/sandboxd serve --config /etc/sandboxd/sandboxd.toml",
+		"ExecReload":            "/bin/kill -HUP $MAINPID",
+		"OOMScoreAdjust":        "-900",
+		"CapabilityBoundingSet": "CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_FOWNER CAP_KILL CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_LINUX_IMMUTABLE CAP_SETUID CAP_SETGID CAP_CHOWN",
+		"NoNewPrivileges":       "yes",
+		"SystemCallFilter":      "@system-service @mount",
+		"RestrictNamespaces":    "yes",
+		"ProtectClock":          "yes",
+		"ProtectHostname":       "yes",
+		"StateDirectory":        "sandboxd",
+	}
+	for k, v := range want {
+		if got := u["Service"][k]; !slices.Equal(got, []string{v}) {
+			t.Errorf("[Service] %s = %q, want exactly %q", k, got, v)
+		}
+	}
+	// Each of these gives the service a private mount namespace, where remounts and
+	// unmounts would not reach the host (FIELD-NOTES, systemd and packaging).
+	for _, k := range []string{
+		"ProtectSystem", "ProtectHome", "PrivateTmp", "ReadWritePaths", "ReadOnlyPaths",
+		"InaccessiblePaths", "TemporaryFileSystem", "BindPaths", "BindReadOnlyPaths",
+		"PrivateDevices", "PrivateMounts", "ProtectKernelTunables", "ProtectKernelModules",
+		"ProtectKernelLogs", "ProtectControlGroups", "ProtectProc", "ProcSubset", "RootDirectory",
+		"RootImage", "MountAPIVFS", "PrivateNetwork", "PrivateUsers", "DynamicUser",
+	} {
+		if v, ok := u["Service"][k]; ok {
+			t.Errorf("[Service] %s=%q makes a private mount namespace; sandboxd must see the host's mounts", k, v)
+		}
+	}
+	// A RuntimeDirectory= is removed when the service stops, taking the socket with it,
+	// unless it is preserved; the socket unit owns /run/sandboxd instead.
+	if _, ok := u["Service"]["RuntimeDirectory"]; ok && !slices.Equal(u["Service"]["RuntimeDirectoryPreserve"], []string{"yes"}) {
+		t.Error("RuntimeDirectory= without RuntimeDirectoryPreserve=yes deletes the socket on every stop")
+	}
+	if !slices.Contains(u["Unit"]["Requires"], "sandboxd.socket") || !slices.Contains(u["Unit"]["After"], "sandboxd.socket") {
+		t.Error("the service must require and order after sandboxd.socket")
+	}
+}
+
+func TestSocketUnit(t *testing.T) {
+	u := parseUnit(t, "sandboxd.socket")
+	for k, v := range map[string]string{
+		"ListenStream":  api.DefaultSocketPath, // CONTRACT §1
+		"SocketMode":    "0660",
+		"DirectoryMode": "0755",
+	} {
+		if got := u["Socket"][k]; !slices.Equal(got, []string{v}) {
+			t.Errorf("[Socket] %s = %q, want exactly %q", k, got, v)
+		}
+	}
+}
+
+// TestUnitsVerify runs systemd-analyze verify, which exits 0 even for unknown keys and
+// misspelt values: any output at all fails the test. Verify also insists that ExecStart's
+// binary exists; /usr/bin/sandboxd is not installed here, so the copies under test have
+// that one path (and only it) pointed at an executable this test owns.
+func TestUnitsVerify(t *testing.T) {
+	analyze := testenv.RequireCommand(t, "systemd-analyze")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"sandboxd.service", "sandboxd.socket"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		if name == "sandboxd.service" {
+			const from = "\nExecStart=/usr/bin/sandboxd "
+			if strings.Count(text, from) != 1 {
+				t.Fatalf("%s: want exactly one line starting %q", name, strings.TrimSpace(from))
+			}
+			text = strings.Replace(text, from, "\nExecStart="+exe+" ", 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(analyze, "verify",
+		filepath.Join(dir, "sandboxd.socket"), filepath.Join(dir, "sandboxd.service"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
