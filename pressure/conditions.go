@@ -1,0 +1,114 @@
+package pressure
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Severities of a true condition.
+const (
+	sevWarning  = "warning"
+	sevCritical = "critical"
+)
+
+// condKey identifies a condition.
+type condKey struct{ typ, subject string }
+
+type condState struct {
+	c        api.Condition
+	lastTrue time.Time // the last time the raw signal was true (or a mark was set)
+}
+
+// condSet keeps every (type, subject) it has seen, true or false, so a condition's since
+// means "in this status since" and a metric of it exists at 0 before it ever fires.
+//
+// Hysteresis: a raw signal turns its condition true at once; the condition clears only
+// after the signal has been false continuously for the transition period (kubelet's
+// evictionPressureTransitionPeriod), so it cannot flap. since changes only when the status
+// flips, and every flip yields one event.
+type condSet struct {
+	transition time.Duration
+	m          map[condKey]*condState
+	order      []condKey
+}
+
+func newCondSet(transition time.Duration) *condSet {
+	return &condSet{transition: transition, m: map[condKey]*condState{}}
+}
+
+// signal is one evaluation of a condition's raw signal.
+type signal struct {
+	typ, subject    string
+	raw             bool
+	reason, message string
+	severity        string // of the true status
+	fields          map[string]any
+}
+
+// observe applies s at now; it returns the event of a flip, if any.
+func (cs *condSet) observe(now time.Time, s signal) (api.Event, bool) {
+	k := condKey{s.typ, s.subject}
+	st, ok := cs.m[k]
+	if !ok {
+		st = &condState{c: api.Condition{Type: s.typ, Subject: s.subject, Since: now}}
+		cs.m[k] = st
+		cs.order = append(cs.order, k)
+	}
+	switch {
+	case s.raw:
+		st.lastTrue = now
+		st.c.Reason, st.c.Message, st.c.Severity = s.reason, s.message, s.severity
+		if st.c.Status {
+			return api.Event{}, false
+		}
+		st.c.Status, st.c.Since = true, now
+	case st.c.Status && now.Sub(st.lastTrue) < cs.transition:
+		return api.Event{}, false // holding: the last true reason and message stay
+	default:
+		st.c.Reason, st.c.Message, st.c.Severity = s.reason, s.message, ""
+		if !st.c.Status {
+			return api.Event{}, false
+		}
+		st.c.Status, st.c.Since = false, now
+	}
+	fields := map[string]any{"type": s.typ, "status": st.c.Status, "reason": st.c.Reason}
+	if st.c.Severity != "" {
+		fields["severity"] = st.c.Severity
+	}
+	for k, v := range s.fields {
+		fields[k] = v
+	}
+	word := "cleared"
+	if st.c.Status {
+		word = "raised"
+	}
+	return api.Event{
+		Time:    now,
+		Kind:    api.EventCondition,
+		Subject: s.subject,
+		Message: fmt.Sprintf("%s %s: %s", s.typ, word, st.c.Message),
+		Fields:  fields,
+	}, true
+}
+
+// list returns a copy of every condition in first-seen order.
+func (cs *condSet) list() []api.Condition {
+	out := make([]api.Condition, 0, len(cs.order))
+	for _, k := range cs.order {
+		out = append(out, cs.m[k].c)
+	}
+	return out
+}
+
+// activeSubjects returns the subjects of conditions that are true.
+func (cs *condSet) activeSubjects() map[string]bool {
+	out := map[string]bool{}
+	for _, k := range cs.order {
+		if cs.m[k].c.Status {
+			out[k.subject] = true
+		}
+	}
+	return out
+}

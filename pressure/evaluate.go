@@ -1,0 +1,125 @@
+package pressure
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// evaluate derives the four pressure signals of one freshly sampled filesystem.
+func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
+	subject := f.Path
+	critical := f.AvailBytes == 0 || (f.Files > 0 && f.FilesFree == 0)
+	sev := sevWarning
+	if critical {
+		sev = sevCritical
+	}
+	space := fmt.Sprintf("%s has %s free of %s (%d%% used)", subject,
+		api.FormatSize(f.AvailBytes), api.FormatSize(f.SizeBytes), percent(f.UsedRatio))
+	fields := map[string]any{
+		"avail_bytes": f.AvailBytes, "size_bytes": f.SizeBytes,
+		"files": f.Files, "files_free": f.FilesFree,
+		"reclaim_threshold_bytes": r.reclaim,
+	}
+	out := make([]signal, 0, 4)
+
+	disk := signal{typ: api.CondDiskPressure, subject: subject, severity: sev, fields: fields}
+	if f.AvailBytes < r.reclaim {
+		disk.raw, disk.reason = true, "AvailBelowReclaimThreshold"
+		disk.message = fmt.Sprintf("%s, below %s", space, r.desc)
+	} else {
+		disk.reason = "AvailAboveReclaimThreshold"
+		disk.message = fmt.Sprintf("%s, at or above %s", space, r.desc)
+	}
+	out = append(out, disk)
+
+	inode := signal{typ: api.CondInodePressure, subject: subject, severity: sev, fields: fields}
+	inodes := fmt.Sprintf("%s has %d inodes free of %d", subject, f.FilesFree, f.Files)
+	switch {
+	case f.Files == 0:
+		inode.reason = "NoInodeLimit"
+		inode.message = subject + " has no inode limit (f_files is 0); inode thresholds do not apply"
+	case f.FilesFree < r.reclaimInodes:
+		inode.raw, inode.reason = true, "InodesBelowReclaimThreshold"
+		inode.message = fmt.Sprintf("%s, below filesystem.reclaim_below_inodes %d", inodes, r.reclaimInodes)
+	default:
+		inode.reason = "InodesAboveReclaimThreshold"
+		inode.message = fmt.Sprintf("%s, at or above filesystem.reclaim_below_inodes %d", inodes, r.reclaimInodes)
+	}
+	out = append(out, inode)
+
+	out = append(out, fillingUp(f, r, warn, space, sev, fields))
+
+	repl := signal{typ: api.CondReplaceRecommended, subject: subject, severity: sevCritical, fields: fields}
+	switch {
+	case f.AvailBytes < r.replace:
+		repl.raw, repl.reason = true, "AvailBelowReplaceThreshold"
+		repl.message = fmt.Sprintf("%s, below filesystem.replace_below %s: replace the sandbox", space, api.FormatSize(r.replace))
+	case f.Files > 0 && f.FilesFree < r.replaceInodes:
+		repl.raw, repl.reason = true, "InodesBelowReplaceThreshold"
+		repl.message = fmt.Sprintf("%s, below filesystem.replace_below_inodes %d: replace the sandbox", inodes, r.replaceInodes)
+	default:
+		repl.reason = "AboveReplaceThresholds"
+		repl.message = fmt.Sprintf("%s, at or above filesystem.replace_below %s", space, api.FormatSize(r.replace))
+	}
+	return append(out, repl)
+}
+
+// fillingUp is DiskFillingUp: the predicted time to full is under warn_time_to_full, gated
+// by a static level (avail under twice the reclaim threshold) so that slow noise on a
+// roomy disk never warns (node-mixin gates predict_linear by avail/size < 40%).
+func fillingUp(f api.Filesystem, r resolved, warn time.Duration, space, sev string, fields map[string]any) signal {
+	s := signal{typ: api.CondDiskFillingUp, subject: f.Path, severity: sev, fields: fields}
+	gate := r.reclaim * 2
+	if r.reclaim > math.MaxUint64/2 {
+		gate = math.MaxUint64
+	}
+	pred := f.PredictedFullSeconds
+	switch {
+	case warn <= 0:
+		s.reason, s.message = "PredictionDisabled", "filesystem.warn_time_to_full is 0"
+	case pred == nil:
+		s.reason = "NotFilling"
+		s.message = fmt.Sprintf("%s and is not filling", space)
+	case *pred >= warn.Seconds():
+		s.reason = "FullLaterThanWarnTime"
+		s.message = fmt.Sprintf("%s, filling at %s/s: full in about %s, later than filesystem.warn_time_to_full %s",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), humanSeconds(*pred), shortDuration(warn))
+	case f.AvailBytes >= gate:
+		s.reason = "AvailAboveFillingGate"
+		s.message = fmt.Sprintf("%s, filling at %s/s (full in about %s) but still at or above twice the reclaim threshold (%s)",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), humanSeconds(*pred), api.FormatSize(gate))
+	default:
+		s.raw, s.reason = true, "PredictedFull"
+		s.message = fmt.Sprintf("%s, filling at %s/s: full in about %s, under filesystem.warn_time_to_full %s",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), humanSeconds(*pred), shortDuration(warn))
+	}
+	return s
+}
+
+// percent renders a ratio as a whole percent, rounded down so that 100% means full.
+func percent(r float64) int {
+	if math.IsNaN(r) || r < 0 {
+		return 0
+	}
+	return int(math.Min(r, 1) * 100)
+}
+
+// humanSeconds renders a prediction for a person: "4m10s", "2h5m".
+func humanSeconds(s float64) string {
+	if math.IsNaN(s) || s < 0 {
+		return "an unknown time"
+	}
+	if s > float64(1<<62)/1e9 {
+		return "a very long time"
+	}
+	d := time.Duration(s * float64(time.Second))
+	if d >= time.Hour {
+		d = d.Round(time.Minute)
+	} else {
+		d = d.Round(time.Second)
+	}
+	return shortDuration(d)
+}

@@ -1,0 +1,76 @@
+package pressure
+
+import "time"
+
+// growth estimates how fast writes consume a filesystem.
+//
+// The trend of the writes decides, not the level: between consecutive samples only the
+// decreases of avail count (the consumption); increases (a reclaim, a deleted file, the
+// reserve released) are ignored, so a reclaimer's sawtooth does not read as "not filling"
+// and a freed jump does not reset the prediction while writes go on. The rate is the
+// consumption over the sliding window divided by the time the window's samples span;
+// predict_linear on avail (node-mixin) would instead read a reclaim as negative growth.
+//
+// Writes that stop must clear the prediction promptly, not fade out over the whole window:
+// when no sample in the last quiet period showed a decrease, the rate is 0. The quiet
+// period (a fifth of the window, at least three sample intervals) is long enough that a
+// writer pausing between bursts keeps its trend, and the conditions' transition period
+// keeps DiskFillingUp from flapping on top of that.
+type growth struct {
+	window, quiet time.Duration
+	max           int
+	pts           []growthPoint // oldest first, within window of the newest
+	lastDrop      time.Time     // when avail last went down
+}
+
+type growthPoint struct {
+	t     time.Time
+	avail uint64
+}
+
+func newGrowth(window, interval time.Duration) *growth {
+	n := 1024
+	if interval > 0 {
+		n = min(max(int(window/interval)+2, 16), 4096)
+	}
+	return &growth{window: window, quiet: max(window/5, 3*interval), max: n}
+}
+
+// add records a sample; samples older than the newest are dropped.
+func (g *growth) add(t time.Time, avail uint64) {
+	if n := len(g.pts); n > 0 {
+		last := g.pts[n-1]
+		if !t.After(last.t) {
+			return
+		}
+		if avail < last.avail {
+			g.lastDrop = t
+		}
+	}
+	g.pts = append(g.pts, growthPoint{t, avail})
+	cut := 0
+	for cut < len(g.pts)-1 && (t.Sub(g.pts[cut].t) > g.window || len(g.pts)-cut > g.max) {
+		cut++
+	}
+	if cut > 0 {
+		g.pts = append(g.pts[:0], g.pts[cut:]...)
+	}
+}
+
+// rate is the consumption in bytes per second at now (0: not filling).
+func (g *growth) rate(now time.Time) float64 {
+	if len(g.pts) < 2 || g.lastDrop.IsZero() || now.Sub(g.lastDrop) > g.quiet {
+		return 0
+	}
+	var consumed float64
+	for i := 1; i < len(g.pts); i++ {
+		if d := g.pts[i-1].avail; g.pts[i].avail < d {
+			consumed += float64(d - g.pts[i].avail)
+		}
+	}
+	span := g.pts[len(g.pts)-1].t.Sub(g.pts[0].t).Seconds()
+	if span <= 0 || consumed <= 0 {
+		return 0
+	}
+	return consumed / span
+}

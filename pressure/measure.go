@@ -1,0 +1,153 @@
+package pressure
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Measure statfs's path now, for the launch hot path and reclaim's re-measure. The call
+// obeys the one-outstanding rule of path's filesystem: it joins a call for the same path
+// that started after Measure was entered, otherwise waits for the outstanding one to end
+// before starting its own, so the answer is never older than the request. ctx bounds the
+// wait; on timeout the error is returned with the last known figures (Stale set) when path
+// is on a watched filesystem.
+//
+// When path lies on a watched filesystem (same st_dev), the answer is that filesystem's
+// object, freshly sampled, with its thresholds, conditions updated, and Path the watched
+// path; otherwise it is path's bare figures.
+func (w *Watcher) Measure(ctx context.Context, path string) (api.Filesystem, error) {
+	path = cleanPath(path)
+	p := w.proberFor(path)
+	_, entered := p.outstanding()
+	for {
+		c, started := p.begin(path, w.opts.Now(), w.run)
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			last, _ := w.lastFor(path)
+			last.Stale = true
+			return last, fmt.Errorf("measure %s: statfs did not answer: %w", path, ctx.Err())
+		}
+		if !started && (c.path != path || c.seq <= entered) {
+			continue // an older or another path's call: now start our own
+		}
+		if c.err != nil {
+			return api.Filesystem{}, fmt.Errorf("measure %s: %w", path, c.err)
+		}
+		if fig, ok := w.watchedFor(path, c.dev); ok {
+			return fig, nil
+		}
+		return c.fig, nil
+	}
+}
+
+// FilesystemFor resolves which watched filesystem holds path by comparing st_dev, with a
+// fresh measurement bounded by StatfsTimeout; false when path is on no watched filesystem
+// or does not answer.
+func (w *Watcher) FilesystemFor(path string) (api.Filesystem, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.StatfsTimeout)
+	defer cancel()
+	fig, err := w.Measure(ctx, path)
+	if err != nil {
+		return api.Filesystem{}, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fs := range w.fss {
+		if fs.cfg.Path == fig.Path && fs.figures {
+			return fig, true
+		}
+	}
+	return api.Filesystem{}, false
+}
+
+// watchedFor returns the watched filesystem configured with path, else the first one on
+// device dev.
+func (w *Watcher) watchedFor(path string, dev uint64) (api.Filesystem, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fs := range w.fss {
+		if fs.figures && fs.cfg.Path == path {
+			return copyFig(fs.fig), true
+		}
+	}
+	for _, fs := range w.fss {
+		if fs.figures && fs.dev == dev {
+			return copyFig(fs.fig), true
+		}
+	}
+	return api.Filesystem{}, false
+}
+
+// lastFor returns the last figures of the watched filesystem path lies on by name: the
+// configured path, or the one whose mountpoint is path's lexical mount.
+func (w *Watcher) lastFor(path string) (api.Filesystem, bool) {
+	if fig, ok := w.Filesystem(path); ok {
+		return fig, true
+	}
+	mp := w.mounts.lexicalMount(path)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fs := range w.fss {
+		if fs.figures && mp != "" && fs.fig.Mountpoint == mp {
+			return copyFig(fs.fig), true
+		}
+	}
+	return api.Filesystem{Path: path}, false
+}
+
+// MarkReplace raises ReplaceRecommended for the filesystem that holds path, on the
+// reclaim component's word (a cooldown holds, or the ladder cannot free enough). A mark
+// counts as the condition's signal being true at the moment it is made: the condition
+// stays true while marks are renewed or the figures are below a replace threshold, and
+// clears once neither has been so for TransitionPeriod. The filesystem is found by name
+// (no syscall on path, so a hung mount cannot block the caller); a path on no watched
+// filesystem gets its own condition with path as subject, which clears the same way.
+func (w *Watcher) MarkReplace(path, reason string) {
+	path = cleanPath(path)
+	subject := path
+	if fig, ok := w.lastFor(path); ok {
+		subject = fig.Path
+	}
+	now := w.opts.Now()
+	msg := fmt.Sprintf("reclaim cannot keep %s healthy: %s: replace the sandbox", subject, reason)
+	if fig, ok := w.Filesystem(subject); ok && !fig.SampledAt.IsZero() {
+		msg = fmt.Sprintf("%s has %s free of %s (%d%% used); reclaim cannot keep it healthy: %s: replace the sandbox",
+			subject, api.FormatSize(fig.AvailBytes), api.FormatSize(fig.SizeBytes), percent(fig.UsedRatio), reason)
+	}
+	w.mu.Lock()
+	ev, ok := w.conds.observe(now, signal{
+		typ: api.CondReplaceRecommended, subject: subject, raw: true,
+		reason: "MarkedByReclaim", message: msg, severity: sevCritical,
+		fields: map[string]any{"mark": reason},
+	})
+	w.mu.Unlock()
+	if ok {
+		w.emit([]api.Event{ev})
+	}
+}
+
+// expireMarks clears mark-only conditions (subjects that are no watched filesystem, so no
+// sample re-evaluates them) once their transition period has passed. Caller holds w.mu.
+func (w *Watcher) expireMarks(now time.Time) []api.Event {
+	watched := map[string]bool{}
+	for _, fs := range w.fss {
+		watched[fs.cfg.Path] = true
+	}
+	var events []api.Event
+	for subject := range w.conds.activeSubjects() {
+		if watched[subject] {
+			continue
+		}
+		if ev, ok := w.conds.observe(now, signal{
+			typ: api.CondReplaceRecommended, subject: subject,
+			reason: "MarkExpired", message: "no replace mark renewed for " + subject,
+		}); ok {
+			events = append(events, ev)
+		}
+	}
+	return events
+}

@@ -1,0 +1,78 @@
+package pressure
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/units"
+)
+
+// FSConfig is one [[filesystem]] entry: a path whose filesystem is watched and its policy.
+type FSConfig struct {
+	Path string
+	// ReclaimBelow and ReplaceBelow are byte thresholds (size or percent of the size).
+	// Zero never triggers.
+	ReclaimBelow, ReplaceBelow units.Threshold
+	// ReclaimBelowInodes and ReplaceBelowInodes are inode thresholds (count or percent of
+	// f_files). They do not apply to a filesystem with no inode limit (f_files == 0).
+	ReclaimBelowInodes, ReplaceBelowInodes units.Threshold
+	// Reserve is the size of the emergency reserve file kept on this filesystem (reported
+	// only: the reclaim package owns the file).
+	Reserve uint64
+	// WarnTimeToFull raises DiskFillingUp when the predicted time to full is shorter.
+	// Zero disables the prediction condition.
+	WarnTimeToFull time.Duration
+}
+
+// Options configure a Watcher. Zero values take the defaults named on each field.
+type Options struct {
+	Filesystems []FSConfig
+	// SampleInterval is how often every filesystem is sampled (default 1s).
+	SampleInterval time.Duration
+	// TransitionPeriod is how long a condition must stay false before it clears (default 1m).
+	TransitionPeriod time.Duration
+	// LeadTime scales the adaptive reclaim threshold: growth rate × LeadTime (default 10m).
+	LeadTime time.Duration
+	// StatfsTimeout is how long a statfs may stay unanswered before its filesystem is
+	// marked stale (default max(2 × SampleInterval, 1s); an explicit value is used as is).
+	StatfsTimeout time.Duration
+	// GrowthWindow is the sliding window of the growth rate (default 10m).
+	GrowthWindow time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Events receives every condition flip (nil: dropped).
+	Events func(api.Event)
+	// Logger (nil: discard).
+	Logger *slog.Logger
+	// ProcRoot is where /proc is mounted, for self/mountinfo (default "/proc").
+	ProcRoot string
+}
+
+func (o Options) withDefaults() Options {
+	if o.SampleInterval <= 0 {
+		o.SampleInterval = time.Second
+	}
+	if o.TransitionPeriod <= 0 {
+		o.TransitionPeriod = time.Minute
+	}
+	if o.LeadTime <= 0 {
+		o.LeadTime = 10 * time.Minute
+	}
+	if o.StatfsTimeout <= 0 {
+		o.StatfsTimeout = max(2*o.SampleInterval, time.Second)
+	}
+	if o.GrowthWindow <= 0 {
+		o.GrowthWindow = 10 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	return o
+}

@@ -1,0 +1,71 @@
+package pressure
+
+import (
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Snapshot returns a copy of every watched filesystem in configuration order. One not yet
+// sampled has a zero SampledAt (the daemon shows no gauges for it yet); a stale one keeps
+// its last figures with Stale set; one whose last statfs failed has Error set.
+func (w *Watcher) Snapshot() []api.Filesystem {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]api.Filesystem, 0, len(w.fss))
+	for _, fs := range w.fss {
+		out = append(out, copyFig(fs.fig))
+	}
+	return out
+}
+
+// Filesystem returns the watched filesystem configured with path.
+func (w *Watcher) Filesystem(path string) (api.Filesystem, bool) {
+	path = cleanPath(path)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fs := range w.fss {
+		if fs.cfg.Path == path {
+			return copyFig(fs.fig), true
+		}
+	}
+	return api.Filesystem{}, false
+}
+
+// Conditions returns every known condition, true or false, in first-seen order. All four
+// pressure types of a filesystem appear (false) with its first sample, so their since is
+// meaningful and their metric exists at 0 before they ever fire.
+func (w *Watcher) Conditions() []api.Condition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conds.list()
+}
+
+// Ready reports whether every filesystem has had its first sample: answered, failed, or
+// marked stale after StatfsTimeout.
+func (w *Watcher) Ready() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fs := range w.fss {
+		if !fs.sampled && !fs.fig.Stale {
+			return false
+		}
+	}
+	return true
+}
+
+// LastLoop is when the sampling loop last ran (by Options.Now), for liveness: it advances
+// even while a statfs hangs.
+func (w *Watcher) LastLoop() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastLoop
+}
+
+func copyFig(f api.Filesystem) api.Filesystem {
+	if f.PredictedFullSeconds != nil {
+		v := *f.PredictedFullSeconds
+		f.PredictedFullSeconds = &v
+	}
+	return f
+}

@@ -1,0 +1,95 @@
+package pressure
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Statfs measures the filesystem that holds path now, with no thresholds: the figures the
+// CLI shows when the daemon is down. It runs on the caller's goroutine and, like any
+// statfs, can block for as long as a hung FUSE server does.
+func Statfs(path string) (api.Filesystem, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return api.Filesystem{}, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	fig, _, err := measurePath(newMountTable("/proc"), abs, time.Now())
+	return fig, err
+}
+
+// measurePath stats path (for st_dev) and statfs's it, then names its mount from the
+// table. It returns the bare figures and the device number.
+func measurePath(mt *mountTable, path string, now time.Time) (api.Filesystem, uint64, error) {
+	var st unix.Stat_t
+	if err := retryEINTR(func() error { return unix.Stat(path, &st) }); err != nil {
+		return api.Filesystem{}, 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	var sf unix.Statfs_t
+	if err := retryEINTR(func() error { return unix.Statfs(path, &sf) }); err != nil {
+		return api.Filesystem{}, 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	fig := figures(&sf)
+	fig.Path = path
+	dev := uint64(st.Dev)
+	maj, min := unix.Major(dev), unix.Minor(dev)
+	fig.Device = fmt.Sprintf("%d:%d", maj, min)
+	if e, ok := mt.forDevice(path, maj, min); ok {
+		fig.Mountpoint, fig.FSType = e.Mountpoint, e.FSType
+	}
+	fig.SampledAt = now
+	return fig, dev, nil
+}
+
+// retryEINTR repeats a call the Go runtime's own signals (preemption) interrupted.
+func retryEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// figures converts statfs(2) counts. Block counts are in units of f_frsize, not f_bsize
+// (f_bsize is the preferred I/O size and differs on e.g. some network filesystems); a
+// zero f_frsize (very old kernels) falls back to f_bsize.
+func figures(sf *unix.Statfs_t) api.Filesystem {
+	unit := uint64(sf.Frsize)
+	if unit == 0 {
+		unit = uint64(sf.Bsize)
+	}
+	fig := api.Filesystem{
+		SizeBytes:  sf.Blocks * unit,
+		AvailBytes: sf.Bavail * unit,
+		FreeBytes:  sf.Bfree * unit,
+		Files:      sf.Files,
+		FilesFree:  sf.Ffree,
+	}
+	fig.UsedRatio = usedRatio(fig.SizeBytes, fig.FreeBytes, fig.AvailBytes)
+	return fig
+}
+
+// usedRatio is df's "Use%": used / (used + avail), with used = size - free, so the root
+// reservation counts as unavailable, as a non-root writer sees it. It is 0 for a zero-size
+// filesystem and always finite, in [0, 1].
+func usedRatio(size, free, avail uint64) float64 {
+	used := uint64(0)
+	if size > free {
+		used = size - free
+	}
+	den := float64(used) + float64(avail)
+	if den <= 0 {
+		return 0
+	}
+	r := float64(used) / den
+	if math.IsNaN(r) || r < 0 {
+		return 0
+	}
+	return min(r, 1)
+}

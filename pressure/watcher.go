@@ -1,0 +1,218 @@
+package pressure
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Watcher samples the watched filesystems and keeps their figures and conditions.
+// Its methods are safe for concurrent use.
+type Watcher struct {
+	opts   Options
+	mounts *mountTable
+
+	probersMu sync.Mutex         // guards probers
+	probers   map[string]*prober // by the lexical mountpoint of the measured path
+
+	mu       sync.Mutex // guards fss' fields, conds and lastLoop
+	fss      []*fsState
+	conds    *condSet
+	lastLoop time.Time
+}
+
+// fsState is one watched filesystem; its fields are guarded by Watcher.mu.
+type fsState struct {
+	cfg     FSConfig
+	fig     api.Filesystem
+	dev     uint64
+	figures bool // fig holds figures from at least one answered statfs
+	sampled bool // a first sample was taken (figures or an error)
+	growth  *growth
+}
+
+// New returns a Watcher for opts (defaults applied). Paths are cleaned and made absolute.
+func New(opts Options) *Watcher {
+	opts = opts.withDefaults()
+	w := &Watcher{
+		opts:    opts,
+		mounts:  newMountTable(opts.ProcRoot),
+		probers: map[string]*prober{},
+		conds:   newCondSet(opts.TransitionPeriod),
+	}
+	for _, c := range opts.Filesystems {
+		c.Path = cleanPath(c.Path)
+		fs := &fsState{cfg: c, growth: newGrowth(opts.GrowthWindow, opts.SampleInterval)}
+		fs.fig = api.Filesystem{Path: c.Path, ReserveBytes: c.Reserve}
+		w.fss = append(w.fss, fs)
+	}
+	return w
+}
+
+func cleanPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
+}
+
+// Run samples every filesystem each SampleInterval until ctx ends. The loop never waits
+// for a statfs: each one runs on its own goroutine and records its result when it
+// answers, so a hung filesystem goes stale while the loop (LastLoop) stays fresh.
+func (w *Watcher) Run(ctx context.Context) error {
+	t := time.NewTicker(w.opts.SampleInterval)
+	defer t.Stop()
+	for {
+		w.tick(ctx, false)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// sampleOnce is one loop step that also waits (until ctx ends) for the statfs calls it
+// started or found outstanding, so tests drive sampling deterministically.
+func (w *Watcher) sampleOnce(ctx context.Context) { w.tick(ctx, true) }
+
+func (w *Watcher) tick(ctx context.Context, wait bool) {
+	now := w.opts.Now()
+	w.mu.Lock()
+	w.lastLoop = now
+	w.mu.Unlock()
+	calls := make([]*call, 0, len(w.fss))
+	for _, fs := range w.fss {
+		c, _ := w.proberFor(fs.cfg.Path).begin(fs.cfg.Path, now, w.run)
+		calls = append(calls, c)
+	}
+	if wait {
+		for _, c := range calls {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+			}
+		}
+	}
+	w.markStale(w.opts.Now())
+}
+
+// proberFor returns the prober of the filesystem that holds path by name. Keying by the
+// lexical mountpoint needs no syscall on the path, so finding the prober cannot hang.
+func (w *Watcher) proberFor(path string) *prober {
+	key := w.mounts.lexicalMount(path)
+	if key == "" {
+		key = path
+	}
+	w.probersMu.Lock()
+	defer w.probersMu.Unlock()
+	p := w.probers[key]
+	if p == nil {
+		p = &prober{}
+		w.probers[key] = p
+	}
+	return p
+}
+
+// run is a call's goroutine: measure, record, then free the prober.
+func (w *Watcher) run(p *prober, c *call) {
+	c.fig, c.dev, c.err = measurePath(w.mounts, c.path, w.opts.Now())
+	if c.err == nil {
+		c.fig.SampledAt = w.opts.Now()
+	}
+	w.record(c)
+	p.finish(c)
+}
+
+// markStale flags every filesystem whose prober has had a call outstanding for longer
+// than StatfsTimeout. Its last figures stay; a mark-only condition past its transition
+// period is cleared on the same beat.
+func (w *Watcher) markStale(now time.Time) {
+	type staleness struct {
+		fs    *fsState
+		stale bool
+	}
+	var st []staleness
+	for _, fs := range w.fss {
+		c, _ := w.proberFor(fs.cfg.Path).outstanding()
+		st = append(st, staleness{fs, c != nil && now.Sub(c.started) >= w.opts.StatfsTimeout})
+	}
+	w.mu.Lock()
+	for _, s := range st {
+		if s.stale && !s.fs.fig.Stale {
+			w.opts.Logger.Warn("statfs does not answer; serving the last figures", "path", s.fs.cfg.Path, "timeout", w.opts.StatfsTimeout)
+		}
+		if s.stale {
+			s.fs.fig.Stale = true
+		}
+	}
+	events := w.expireMarks(now)
+	w.mu.Unlock()
+	w.emit(events)
+}
+
+// record applies an answered call to every watched filesystem it measured: the one whose
+// path it is, and any other on the same device (a Measure of a path on a watched
+// filesystem is a fresh sample of it too).
+func (w *Watcher) record(c *call) {
+	var events []api.Event
+	w.mu.Lock()
+	for _, fs := range w.fss {
+		same := fs.cfg.Path == c.path
+		if c.err != nil {
+			if same {
+				fs.sampled, fs.fig.Error, fs.fig.Stale = true, c.err.Error(), false
+			}
+			continue
+		}
+		if !same && !(fs.figures && fs.dev == c.dev) {
+			continue
+		}
+		events = append(events, w.apply(fs, c)...)
+	}
+	w.mu.Unlock()
+	w.emit(events)
+}
+
+// apply turns a call's bare figures into fs's figures, growth, thresholds and conditions.
+func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
+	f := c.fig
+	f.Path = fs.cfg.Path
+	now := f.SampledAt
+	fs.growth.add(now, f.AvailBytes)
+	rate := fs.growth.rate(now)
+	if rate > 0 && !math.IsInf(rate, 0) && !math.IsNaN(rate) {
+		f.GrowthBytesPerSecond = rate
+		secs := float64(f.AvailBytes) / rate
+		if !math.IsInf(secs, 0) && !math.IsNaN(secs) {
+			f.PredictedFullSeconds = &secs
+		}
+	}
+	r := resolveThresholds(fs.cfg, f.SizeBytes, f.Files, rate, w.opts.LeadTime)
+	f.ReclaimThresholdBytes, f.ReclaimThresholdWhy = r.reclaim, r.why
+	f.ReplaceThresholdBytes = r.replace
+	f.ReclaimThresholdFiles, f.ReplaceThresholdFiles = r.reclaimInodes, r.replaceInodes
+	f.ReserveBytes = fs.cfg.Reserve
+	fs.fig, fs.dev, fs.figures, fs.sampled = f, c.dev, true, true
+
+	var events []api.Event
+	for _, s := range evaluate(f, r, fs.cfg.WarnTimeToFull) {
+		if ev, ok := w.conds.observe(now, s); ok {
+			events = append(events, ev)
+		}
+	}
+	return events
+}
+
+func (w *Watcher) emit(events []api.Event) {
+	for _, ev := range events {
+		w.opts.Logger.Debug(ev.Message, "kind", ev.Kind, "subject", ev.Subject)
+		if w.opts.Events != nil {
+			w.opts.Events(ev)
+		}
+	}
+}
