@@ -1,0 +1,136 @@
+package pressure
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+	"github.com/sandboxd/sandboxd/internal/units"
+)
+
+// fillingWatcher watches a 128 MiB tmpfs: reclaim below 8 MiB, lead time 1m (so 400 KiB/s
+// of writes makes the adaptive threshold 24 MiB and the static gate 48 MiB), warn when
+// full within an hour.
+func fillingWatcher(t *testing.T) (string, *fakeClock, *Watcher) {
+	dir := testenv.Tmpfs(t, 128<<20, 0)
+	clk := newFakeClock()
+	w := New(Options{
+		Filesystems: []FSConfig{{
+			Path:           dir,
+			ReclaimBelow:   units.Threshold{Amount: 8 << 20},
+			WarnTimeToFull: time.Hour,
+		}},
+		SampleInterval:   10 * time.Second,
+		TransitionPeriod: time.Minute,
+		LeadTime:         time.Minute,
+		GrowthWindow:     5 * time.Minute, // writes that stop clear the rate after 1m
+		Now:              clk.Now,
+	})
+	return dir, clk, w
+}
+
+func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
+	dir, clk, w := fillingWatcher(t)
+	sample(t, w)
+	var fig api.Filesystem
+	for i := 0; ; i++ {
+		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 4<<20); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(10 * time.Second)
+		fig = sample(t, w)
+		if fig.PredictedFullSeconds == nil {
+			t.Fatalf("step %d: no prediction under a steady fill (growth %v)", i, fig.GrowthBytesPerSecond)
+		}
+		if want := float64(4<<20) / 10; math.Abs(fig.GrowthBytesPerSecond-want) > want*0.05 {
+			t.Fatalf("step %d: growth %v B/s, want about %v", i, fig.GrowthBytesPerSecond, want)
+		}
+		if want := float64(fig.AvailBytes) / fig.GrowthBytesPerSecond; math.Abs(*fig.PredictedFullSeconds-want) > 1 {
+			t.Fatalf("predicted %v s, want %v", *fig.PredictedFullSeconds, want)
+		}
+		up := cond(t, w, api.CondDiskFillingUp, dir)
+		gated := fig.AvailBytes >= 2*fig.ReclaimThresholdBytes
+		if up.Status == gated {
+			t.Fatalf("step %d: DiskFillingUp %v at %s free, gate %s: %s", i, up.Status,
+				api.FormatSize(fig.AvailBytes), api.FormatSize(2*fig.ReclaimThresholdBytes), up.Message)
+		}
+		if up.Status {
+			t.Logf("raised at step %d: %s", i, up.Message)
+			break
+		}
+		if i > 30 {
+			t.Fatal("never raised")
+		}
+	}
+	if fig.ReclaimThresholdBytes <= 8<<20 || fig.ReclaimThresholdWhy == "" {
+		t.Errorf("adaptive threshold %d (%q), want above the configured 8 MiB", fig.ReclaimThresholdBytes, fig.ReclaimThresholdWhy)
+	}
+
+	// Reclaim frees space in jumps while writes go on: the prediction stays.
+	for i := 100; i < 112; i++ {
+		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 2<<20); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			os.Remove(filepath.Join(dir, fmt.Sprint(i-1)))
+			os.Remove(filepath.Join(dir, fmt.Sprint(i-2)))
+		}
+		clk.Add(10 * time.Second)
+		fig = sample(t, w)
+		if fig.PredictedFullSeconds == nil || fig.GrowthBytesPerSecond <= 0 {
+			t.Fatalf("a freed jump reset the prediction: %+v", fig)
+		}
+		if !cond(t, w, api.CondDiskFillingUp, dir).Status {
+			t.Fatalf("DiskFillingUp cleared while writes go on (%s free)", api.FormatSize(fig.AvailBytes))
+		}
+	}
+
+	// Writes stop: the rate drops to 0, the prediction goes, the condition clears after
+	// the transition period.
+	for i := 0; i < 20; i++ {
+		clk.Add(10 * time.Second)
+		fig = sample(t, w)
+		if fig.PredictedFullSeconds == nil && !cond(t, w, api.CondDiskFillingUp, dir).Status {
+			break
+		}
+	}
+	if fig.PredictedFullSeconds != nil || fig.GrowthBytesPerSecond != 0 {
+		t.Fatalf("writes stopped but growth %v, prediction %v", fig.GrowthBytesPerSecond, *fig.PredictedFullSeconds)
+	}
+	if cond(t, w, api.CondDiskFillingUp, dir).Status {
+		t.Fatal("DiskFillingUp did not clear after writes stopped")
+	}
+}
+
+func TestNotFillingOnFlatOrFallingLine(t *testing.T) {
+	dir, clk, w := fillingWatcher(t)
+	for i := 0; i < 28; i++ { // below the gate before the watch starts
+		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 4<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(phase string) {
+		t.Helper()
+		fig := sample(t, w)
+		if fig.GrowthBytesPerSecond != 0 || fig.PredictedFullSeconds != nil {
+			t.Fatalf("%s: growth %v prediction %v", phase, fig.GrowthBytesPerSecond, fig.PredictedFullSeconds)
+		}
+		if c := cond(t, w, api.CondDiskFillingUp, dir); c.Status {
+			t.Fatalf("%s: DiskFillingUp %s", phase, c.Message)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		clk.Add(10 * time.Second)
+		check("flat")
+	}
+	for i := 0; i < 10; i++ {
+		os.Remove(filepath.Join(dir, fmt.Sprint(i)))
+		clk.Add(10 * time.Second)
+		check("falling")
+	}
+}
