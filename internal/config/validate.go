@@ -1,0 +1,277 @@
+package config
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/units"
+)
+
+// validate checks every value and every relation between values, adding one problem per
+// bad key; it never stops at the first.
+func validate(c *Config, ps *problems) {
+	if c.Version != Version {
+		ps.addf("version", "unsupported version %d: this sandboxd reads version %d", c.Version, Version)
+	}
+	validateServer(&c.Server, ps)
+	oneOf(ps, "log.level", c.Log.Level, "debug", "info", "warn", "error")
+	oneOf(ps, "log.format", c.Log.Format, "text", "json")
+	notNegative(ps, "health.transition_period", c.Health.TransitionPeriod)
+	aboveZero(ps, "health.sample_interval", c.Health.SampleInterval)
+	aboveZero(ps, "launch.deadline", c.Launch.Deadline)
+	sizeOK(ps, "launch.need_bytes", c.Launch.NeedBytes)
+	validateFilesystems(c.Filesystems, ps)
+	validateReclaim(&c.Reclaim, ps)
+	validateSites(c.Sites, c.Reclaim.Protect, ps)
+	validateMounts(c.Mounts, ps)
+}
+
+func validateServer(s *Server, ps *problems) {
+	// sun_path holds 108 bytes with the terminating NUL: a longer path cannot be bound.
+	if absPath(ps, "server.socket", s.Socket, false) && len(s.Socket) > 107 {
+		ps.addf("server.socket", "%q is %d bytes long, more than the 107 a Unix socket path may have", s.Socket, len(s.Socket))
+	}
+	if s.SocketMode&^0o777 != 0 {
+		ps.addf("server.socket_mode", "%#o has bits beyond permissions; at most 0777", uint32(s.SocketMode))
+	}
+	if _, _, err := s.SocketGID(); err != nil {
+		ps.addf("server.socket_group", "%v", err)
+	}
+	for i, w := range s.Writers {
+		if _, _, err := resolveWriter(w); err != nil {
+			ps.addf(fmt.Sprintf("server.writers[%d]", i), "%v", err)
+		}
+	}
+	if s.HTTP != "" {
+		if err := checkLoopback(s.HTTP); err != nil {
+			ps.addf("server.http", "%v", err)
+		}
+	}
+	absPath(ps, "server.state_dir", s.StateDir, false)
+	oneOf(ps, "server.mode", s.Mode, api.ModeEnforce, api.ModeObserve)
+}
+
+func validateFilesystems(fss []Filesystem, ps *problems) {
+	seen := map[string]int{}
+	for i, f := range fss {
+		k := fmt.Sprintf("filesystem[%d]", i)
+		if absPath(ps, k+".path", f.Path, false) {
+			unique(ps, k+".path", path.Clean(f.Path), "path", "filesystem", i, seen)
+		}
+		pairOK(ps, k, "replace_below", f.ReplaceBelow, "reclaim_below", f.ReclaimBelow, units.Threshold.BytesString)
+		pairOK(ps, k, "replace_below_inodes", f.ReplaceBelowInodes, "reclaim_below_inodes", f.ReclaimBelowInodes, units.Threshold.String)
+		sizeOK(ps, k+".reserve", f.Reserve)
+		absPath(ps, k+".reserve_path", f.ReservePath, true)
+		notNegative(ps, k+".warn_time_to_full", f.WarnTimeToFull)
+	}
+}
+
+// pairOK checks both thresholds and that the replace mark is not above the reclaim
+// mark; a size and a percent cannot be compared without the filesystem's size.
+func pairOK(ps *problems, k, replaceKey string, replace units.Threshold, reclaimKey string, reclaim units.Threshold, show func(units.Threshold) string) {
+	rk, ck := k+"."+replaceKey, k+"."+reclaimKey
+	ok := thresholdOK(ps, ck, reclaim)
+	if !thresholdOK(ps, rk, replace) || !ok || replace.Percent != reclaim.Percent {
+		return
+	}
+	if replace.Percent && replace.Pct > reclaim.Pct || !replace.Percent && replace.Amount > reclaim.Amount {
+		ps.add(rk, []string{ck}, "%s is above %s %s: the sandbox would be declared for replacement before reclaim ran",
+			show(replace), ck, show(reclaim))
+	}
+}
+
+func thresholdOK(ps *problems, key string, t units.Threshold) bool {
+	if t.Percent && !(t.Pct >= 0 && t.Pct <= 100) {
+		ps.addf(key, "%v%% is not a percent between 0%% and 100%%", t.Pct)
+		return false
+	}
+	return true
+}
+
+func validateReclaim(r *Reclaim, ps *problems) {
+	kinds := CacheKinds()
+	seenKind := map[string]int{}
+	for i, kind := range r.AutoCaches {
+		k := fmt.Sprintf("reclaim.auto_caches[%d]", i)
+		if !slices.Contains(kinds, kind) {
+			ps.addf(k, "unknown cache kind %q: want one of %s", kind, strings.Join(kinds, " "))
+			continue
+		}
+		unique(ps, k, kind, "kind", "reclaim.auto_caches", i, seenKind)
+	}
+	for i, p := range r.Protect {
+		absPath(ps, fmt.Sprintf("reclaim.protect[%d]", i), p, false)
+	}
+	notNegative(ps, "reclaim.min_age", r.MinAge)
+	sizeOK(ps, "reclaim.headroom", r.Headroom)
+	thresholdOK(ps, "reclaim.headroom_inodes", r.HeadroomInodes)
+	notNegative(ps, "reclaim.cooldown", r.Cooldown)
+	if r.MaxRunsPerHour < 1 {
+		ps.addf("reclaim.max_runs_per_hour", "%d: want at least 1", r.MaxRunsPerHour)
+	}
+	notNegative(ps, "reclaim.lead_time", r.LeadTime)
+
+	names, roots := map[string]int{}, map[string]int{}
+	for i, c := range r.Caches {
+		k := fmt.Sprintf("reclaim.cache[%d]", i)
+		if nameOK(ps, k+".name", c.Name) {
+			unique(ps, k+".name", c.Name, "name", "reclaim.cache", i, names)
+		}
+		if absPath(ps, k+".path", c.Path, false) {
+			root := path.Clean(c.Path)
+			unique(ps, k+".path", root, "path", "reclaim.cache", i, roots)
+			for j, p := range r.Protect {
+				if path.IsAbs(p) && within(path.Clean(p), root) {
+					ps.add(k+".path", nil, "cache root %q equals or contains the protected path %q (reclaim.protect[%d])", c.Path, p, j)
+					break
+				}
+			}
+		}
+		commandOK(ps, k+".command", c.Command)
+		oneOf(ps, k+".ladder", c.Ladder, LadderGC, LadderEntries, LadderAll)
+	}
+}
+
+func validateSites(sites []Site, protect []string, ps *problems) {
+	names, paths := map[string]int{}, map[string]int{}
+	for i, s := range sites {
+		k := fmt.Sprintf("site[%d]", i)
+		if nameOK(ps, k+".name", s.Name) {
+			unique(ps, k+".name", s.Name, "name", "site", i, names)
+		}
+		if absPath(ps, k+".path", s.Path, false) {
+			p := path.Clean(s.Path)
+			unique(ps, k+".path", p, "path", "site", i, paths)
+			for j, pr := range protect {
+				if path.IsAbs(pr) && within(p, path.Clean(pr)) {
+					ps.addf(k+".path", "%q lies inside the protected path %q (reclaim.protect[%d])", s.Path, pr, j)
+					break
+				}
+			}
+		}
+		if _, _, err := s.OwnerUID(); err != nil {
+			ps.addf(k+".owner", "%v", err)
+		}
+		notNegative(ps, k+".max_age", s.MaxAge)
+		notNegative(ps, k+".min_age", s.MinAge)
+		if s.MaxFiles < 0 {
+			ps.addf(k+".max_files", "%d must not be negative (0: no count limit)", s.MaxFiles)
+		}
+		sizeOK(ps, k+".max_bytes", s.MaxBytes)
+	}
+}
+
+func validateMounts(mounts []Mount, ps *problems) {
+	names, paths := map[string]int{}, map[string]int{}
+	for i, m := range mounts {
+		k := fmt.Sprintf("mount[%d]", i)
+		if nameOK(ps, k+".name", m.Name) {
+			unique(ps, k+".name", m.Name, "name", "mount", i, names)
+		}
+		mp := ""
+		if absPath(ps, k+".path", m.Path, false) {
+			mp = path.Clean(m.Path)
+			unique(ps, k+".path", mp, "path", "mount", i, paths)
+		}
+		aboveZero(ps, k+".probe_interval", m.ProbeInterval)
+		aboveZero(ps, k+".probe_timeout", m.ProbeTimeout)
+		commandOK(ps, k+".remount_command", m.RemountCommand)
+		if m.RemountUnit != "" && len(m.RemountCommand) > 0 {
+			ps.add(k+".remount_command", []string{k + ".remount_unit"}, "set remount_unit or remount_command, not both")
+		}
+		absPath(ps, k+".credential_file", m.CredentialFile, true)
+		commandOK(ps, k+".refresh_command", m.RefreshCommand)
+		if !(m.RefreshAt > 0 && m.RefreshAt < 1) {
+			ps.addf(k+".refresh_at", "%v: want a fraction of the credential's lifetime strictly between 0 and 1, such as 0.8", m.RefreshAt)
+		}
+		if m.MaxRemountsPerHour < 0 {
+			ps.addf(k+".max_remounts_per_hour", "%d must not be negative (0: never remount)", m.MaxRemountsPerHour)
+		}
+		for j, l := range m.Links {
+			lk := fmt.Sprintf("%s.links[%d]", k, j)
+			if absPath(ps, lk+".path", l.Path, false) && mp != "" && within(path.Clean(l.Path), mp) {
+				ps.add(lk+".path", []string{lk}, "%q lies inside the mount %q: a link into a mount must live outside it", l.Path, m.Path)
+			}
+			absPath(ps, lk+".target", l.Target, false)
+		}
+	}
+}
+
+// within reports whether p is root or lies under it; both are clean absolute paths.
+func within(p, root string) bool {
+	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
+}
+
+// absPath checks that p is an absolute path ("" passes when optional) and reports
+// whether it is a non-empty absolute path.
+func absPath(ps *problems, key, p string, optional bool) bool {
+	switch {
+	case p == "" && optional:
+		return false
+	case p == "":
+		ps.addf(key, "must not be empty: want an absolute path")
+	case !path.IsAbs(p):
+		ps.addf(key, "%q is a relative path: want an absolute path", p)
+	default:
+		return true
+	}
+	return false
+}
+
+// unique reports a value already used by an earlier entry of the same list.
+func unique(ps *problems, key, v, what, list string, i int, seen map[string]int) {
+	if j, ok := seen[v]; ok {
+		ps.addf(key, "%q is also the %s of %s[%d]; each must be unique", v, what, list, j)
+		return
+	}
+	seen[v] = i
+}
+
+// nameOK checks a name that appears in launch calls, metric labels and events.
+func nameOK(ps *problems, key, name string) bool {
+	ok := name != "" && len(name) <= 64 && isAlnum(name[0])
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = isAlnum(c) || c == '.' || c == '_' || c == '-'
+	}
+	if !ok {
+		ps.addf(key, "%q: want 1 to 64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit", name)
+	}
+	return ok
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
+func commandOK(ps *problems, key string, argv []string) {
+	if len(argv) > 0 && strings.TrimSpace(argv[0]) == "" {
+		ps.addf(key, "the program (first element) is empty")
+	}
+}
+
+func oneOf(ps *problems, key, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		ps.addf(key, "%q: want one of %s", v, strings.Join(allowed, " | "))
+	}
+}
+
+func aboveZero(ps *problems, key string, d time.Duration) {
+	if d <= 0 {
+		ps.addf(key, "%s: want a duration above zero", d)
+	}
+}
+
+func notNegative(ps *problems, key string, d time.Duration) {
+	if d < 0 {
+		ps.addf(key, "%s must not be negative", d)
+	}
+}
+
+func sizeOK(ps *problems, key string, s api.Size) {
+	if s < 0 {
+		ps.addf(key, "%d must not be negative", int64(s))
+	}
+}
