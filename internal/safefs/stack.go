@@ -129,7 +129,7 @@ func (w *walker) pop() error {
 // root by name, in PATH_MAX-sized chunks, under the resolve rules; each reopened
 // directory must be the inode that was listed, or the walk stops.
 func (w *walker) reopen(t int) error {
-	lo := max(0, t-maxOpenFds/2+1)
+	lo := max(0, t-maxOpenFds+2) // leave room to descend again without evicting at once
 	parts := make([]string, 0, lo+8)
 	if w.frames[0].name != "" {
 		parts = append(parts, strings.Split(w.frames[0].name, "/")...)

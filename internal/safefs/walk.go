@@ -48,7 +48,6 @@ type walker struct {
 	pfd     int // parent of frame 0 (remove only)
 	buf     []byte
 	stx     unix.Statx_t
-	steps   int
 
 	stats Stats // remove
 	usage Usage // size
@@ -88,13 +87,11 @@ func (w *walker) relPath(idx int, child string) string {
 	return b.String()
 }
 
-// tick checks the context every few entries; a deadline stops the walk between entries.
+// tick checks the context before every entry (ctx.Err is a few ns next to a statx or an
+// unlink); a deadline stops the walk between entries.
 func (w *walker) tick() error {
-	w.steps++
-	if w.steps&31 == 0 || w.steps == 1 {
-		if err := w.ctx.Err(); err != nil {
-			return err
-		}
+	if err := w.ctx.Err(); err != nil {
+		return err
 	}
 	if w.max > 0 && w.usage.Files+w.usage.Dirs >= w.max {
 		return errStop
