@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
+)
+
+// Nagios plugin exit statuses.
+const (
+	nagiosOK       = 0
+	nagiosWarning  = 1
+	nagiosCritical = 2
+	nagiosUnknown  = 3
+)
+
+// runCheck prints one Nagios line with perfdata and exits 0/1/2/3. An unreachable daemon
+// is UNKNOWN (3) — the plugin convention wins over the client's 69 here — and the line
+// still carries the client's own measurement of /.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cf clientFlags
+	fs := newFlagSet("check", stderr)
+	cf.register(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	st, err := cf.client().Status(ctx)
+	if err != nil {
+		var ue *client.UnreachableError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stdout, "SANDBOXD UNKNOWN - %v; %s\n", ue, diskLine(ownMeasurement("/")))
+		} else {
+			fmt.Fprintf(stdout, "SANDBOXD UNKNOWN - %v\n", err)
+		}
+		return nagiosUnknown
+	}
+	line, code := checkLine(st)
+	if cf.json {
+		printJSON(stdout, map[string]any{"status": code, "line": line})
+		return code
+	}
+	fmt.Fprintln(stdout, line)
+	return code
+}
+
+func checkLine(st *api.Status) (string, int) {
+	code, word := nagiosOK, "OK"
+	var msgs []string
+	for _, c := range st.Conditions {
+		if !c.Status {
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("%s(%s): %s", c.Type, c.Subject, c.Message))
+		if c.Severity == api.HealthCritical {
+			code, word = nagiosCritical, "CRITICAL"
+		} else if code == nagiosOK {
+			code, word = nagiosWarning, "WARNING"
+		}
+	}
+	var summary, perf []string
+	for _, f := range st.Filesystems {
+		summary = append(summary, fmt.Sprintf("%s %.0f%% used, %s free", f.Path, f.UsedRatio*100, api.FormatSize(f.AvailBytes)))
+		label := perfLabel(f.Path)
+		// avail: warn and crit are the reclaim and replace thresholds (an alert when below).
+		perf = append(perf, fmt.Sprintf("'%s avail'=%dB;%d:;%d:;0;%d", label, f.AvailBytes,
+			f.ReclaimThresholdBytes, f.ReplaceThresholdBytes, f.SizeBytes))
+		if f.Files > 0 {
+			perf = append(perf, fmt.Sprintf("'%s inodes_free'=%d;%d:;%d:;0;%d", label, f.FilesFree,
+				f.ReclaimThresholdFiles, f.ReplaceThresholdFiles, f.Files))
+		}
+		perf = append(perf, fmt.Sprintf("'%s growth'=%.0fB", label, f.GrowthBytesPerSecond))
+	}
+	text := strings.Join(summary, "; ")
+	if len(msgs) > 0 {
+		text = strings.Join(msgs, "; ") + "; " + text
+	}
+	return fmt.Sprintf("SANDBOXD %s - %s | %s", word, text, strings.Join(perf, " ")), code
+}
+
+// perfLabel keeps a perfdata label free of the quote and '=' that would break it.
+func perfLabel(s string) string {
+	return strings.NewReplacer("'", "_", "=", "_").Replace(s)
+}

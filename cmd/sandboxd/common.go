@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/pressure"
+)
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	socket  string
+	json    bool
+	timeout time.Duration
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sandboxd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.socket, "socket", "", "daemon socket (default $SANDBOXD_SOCKET, then "+api.DefaultSocketPath+")")
+	fs.BoolVar(&c.json, "json", false, "print the answer or the problem document as JSON")
+	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (default: the call's deadline + 1s)")
+}
+
+func (c *clientFlags) client() *client.Client {
+	return &client.Client{SocketPath: c.socket, Timeout: c.timeout}
+}
+
+// parse parses args and reports a usage error as exit 64 (ok=false).
+func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+func printJSON(w io.Writer, v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintln(w, string(b))
+}
+
+// failure prints a client error and returns its exit status: the problem's code status
+// for a refusal, 69 with the client's own measurement of the disk when the daemon cannot
+// be reached (so a launcher's failure always says how full the disk is).
+func failure(err error, flags *clientFlags, path string, stdout, stderr io.Writer) int {
+	var pe *client.ProblemError
+	if errors.As(err, &pe) {
+		if flags.json {
+			printJSON(stdout, pe.Problem)
+		}
+		fmt.Fprintf(stderr, "sandboxd: %s: %s\n", pe.Problem.Code, pe.Problem.Detail)
+		return pe.Problem.Code.ExitCode()
+	}
+	var ue *client.UnreachableError
+	if errors.As(err, &ue) {
+		disk := ownMeasurement(path)
+		if flags.json {
+			printJSON(stdout, map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason, "disk": disk})
+		}
+		fmt.Fprintf(stderr, "sandboxd: %v; no verdict\n", ue)
+		fmt.Fprintf(stderr, "sandboxd: measured by the client: %s\n", diskLine(disk))
+		return exitUnreachable
+	}
+	fmt.Fprintf(stderr, "sandboxd: %v\n", err)
+	return exitSoftware
+}
+
+func ownMeasurement(path string) any {
+	if path == "" {
+		path = "/"
+	}
+	// A site that does not exist yet is measured on its nearest existing parent.
+	for p := path; ; p = filepath.Dir(p) {
+		fs, err := pressure.Statfs(p)
+		if err == nil {
+			fs.Path = p
+			return fs
+		}
+		if p == "/" || p == "." {
+			return map[string]string{"path": path, "error": err.Error()}
+		}
+	}
+}
+
+func diskLine(v any) string {
+	fs, ok := v.(api.Filesystem)
+	if !ok {
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", fs.Path, api.FormatSize(fs.AvailBytes),
+		api.FormatSize(fs.SizeBytes), fs.UsedRatio*100)
+	if fs.Files > 0 {
+		s += fmt.Sprintf(", %d of %d inodes free", fs.FilesFree, fs.Files)
+	}
+	return s
+}
+
+// sitePath finds a site's path in the local config (the packaged file if readable, else
+// the embedded default), so an unreachable daemon's error can still measure the right disk.
+func sitePath(site string) string {
+	cfg, err := config.Load(config.DefaultPath)
+	if err != nil {
+		cfg, err = config.Parse([]byte(config.Default()), "default")
+		if err != nil {
+			return "/"
+		}
+	}
+	for _, s := range cfg.Sites {
+		if s.Name == site || (site == "" && len(cfg.Sites) == 1) {
+			return s.Path
+		}
+	}
+	return "/"
+}
+
+// multiFlag collects a repeated flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+var _ = os.Stdout

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sandboxd/sandboxd/daemon"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/systemd"
+)
+
+// runServe runs the daemon: config from the embedded default, then --config, then flags;
+// listeners from systemd socket activation or made here; SIGHUP reloads.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", stderr)
+	cfgPath := fs.String("config", "", "config file (default: the embedded default, see 'sandboxd config default')")
+	socket := fs.String("socket", "", "override [server] socket")
+	httpAddr := fs.String("http", "", "override [server] http (loopback read-only listener)")
+	stateDir := fs.String("state-dir", "", "override [server] state_dir")
+	mode := fs.String("mode", "", "override [server] mode (enforce|observe)")
+	level := fs.String("log-level", "", "override [log] level")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	overrides := daemon.Overrides{Socket: *socket, HTTP: *httpAddr, StateDir: *stateDir, Mode: *mode, LogLevel: *level}
+	cfg, err := loadServeConfig(*cfgPath, overrides)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandboxd: %v\n", err)
+		return exitConfig
+	}
+	lv := new(slog.LevelVar)
+	lv.Set(levelOf(cfg.Log.Level))
+	hopts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if cfg.Log.Format == "json" {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	logger := slog.New(h)
+
+	d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: *cfgPath, Logger: logger, LogLevel: lv,
+		Version: version, Commit: commit, Notifier: &systemd.Notifier{}, Overrides: overrides})
+	if err != nil {
+		logger.Error("cannot start", "err", err)
+		return exitConfig
+	}
+	ln, tcp, err := listeners(cfg)
+	if err != nil {
+		logger.Error("cannot listen", "err", err)
+		return 1
+	}
+	logger.Info("sandboxd serving", "socket", ln.Addr().String(), "mode", cfg.Server.Mode, "version", version)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := d.Reload(); err != nil {
+					logger.Error("config reload rejected; keeping the last good config", "err", err)
+				} else {
+					logger.Info("config reloaded")
+				}
+			}
+		}
+	}()
+	if err := d.Run(ctx, ln, tcp); err != nil {
+		logger.Error("daemon stopped", "err", err)
+		return 1
+	}
+	return exitOK
+}
+
+func loadServeConfig(path string, o daemon.Overrides) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	if path == "" {
+		cfg, err = config.Parse([]byte(config.Default()), "default")
+	} else {
+		cfg, err = config.Load(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o.Apply(cfg)
+}
+
+// listeners takes systemd's sockets when activated, else makes the Unix socket and the
+// optional loopback TCP listener from the config.
+func listeners(cfg *config.Config) (net.Listener, net.Listener, error) {
+	if systemd.Activated() {
+		named, err := systemd.ListenersWithNames()
+		if err != nil {
+			return nil, nil, fmt.Errorf("socket activation: %w", err)
+		}
+		var unix, tcp net.Listener
+		for _, ls := range named {
+			for _, l := range ls {
+				switch l.Addr().Network() {
+				case "unix":
+					if unix == nil {
+						unix = l
+					}
+				case "tcp", "tcp4", "tcp6":
+					if tcp == nil {
+						tcp = l
+					}
+				}
+			}
+		}
+		if unix != nil {
+			return unix, tcp, nil
+		}
+	}
+	ln, err := daemon.ListenUnix(cfg.Server.Socket, cfg.Server.SocketMode, cfg.Server.SocketGroup)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tcp net.Listener
+	if cfg.Server.HTTP != "" {
+		tcp, err = daemon.ListenTCP(cfg.Server.HTTP)
+		if err != nil {
+			ln.Close()
+			return nil, nil, err
+		}
+	}
+	return ln, tcp, nil
+}
+
+func levelOf(s string) slog.Level {
+	switch s {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/mountwatch"
+	"github.com/sandboxd/sandboxd/pressure"
+	"github.com/sandboxd/sandboxd/reclaim"
+	"github.com/sandboxd/sandboxd/retention"
+	"github.com/sandboxd/sandboxd/systemd"
+)
+
+// components are the running parts built from one config. A reload that changes a part's
+// section rebuilds that part; the others keep running with their history.
+type components struct {
+	pressure *pressure.Watcher
+	sites    *retention.Manager
+	reclaim  *reclaim.Reclaimer
+	mounts   *mountwatch.Watcher
+
+	mu      sync.Mutex // guards cancels
+	cancels map[string]context.CancelFunc
+	wg      *sync.WaitGroup
+	ctx     context.Context
+}
+
+func (c *components) ready() bool { return c.pressure.Ready() }
+
+func (c *components) samplingFresh(now time.Time) bool {
+	last := c.pressure.LastLoop()
+	return last.IsZero() || now.Sub(last) <= 10*time.Second
+}
+
+func (d *Daemon) pressureOptions(cfg *config.Config) pressure.Options {
+	fss := make([]pressure.FSConfig, 0, len(cfg.Filesystems))
+	for _, f := range cfg.Filesystems {
+		fss = append(fss, pressure.FSConfig{
+			Path: f.Path, ReclaimBelow: f.ReclaimBelow, ReplaceBelow: f.ReplaceBelow,
+			ReclaimBelowInodes: f.ReclaimBelowInodes, ReplaceBelowInodes: f.ReplaceBelowInodes,
+			Reserve: uint64(f.Reserve), WarnTimeToFull: f.WarnTimeToFull,
+		})
+	}
+	return pressure.Options{
+		Filesystems: fss, SampleInterval: cfg.Health.SampleInterval,
+		TransitionPeriod: cfg.Health.TransitionPeriod, LeadTime: cfg.Reclaim.LeadTime,
+		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "pressure"),
+		ProcRoot: d.opts.ProcRoot,
+	}
+}
+
+func siteConfigs(cfg *config.Config) ([]retention.SiteConfig, error) {
+	out := make([]retention.SiteConfig, 0, len(cfg.Sites))
+	for i, s := range cfg.Sites {
+		var owners []uint32
+		if s.Owner != "" {
+			uid, err := ownerUID(s.Owner)
+			if err != nil {
+				return nil, fmt.Errorf("site[%d].owner: %w", i, err)
+			}
+			owners = append(owners, uid)
+		}
+		out = append(out, retention.SiteConfig{Name: s.Name, Path: s.Path, OwnerUIDs: owners,
+			MaxAge: s.MaxAge, MinAge: s.MinAge, MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes)})
+	}
+	return out, nil
+}
+
+// ownerUID resolves a site owner, "uid:N" or "user:NAME".
+func ownerUID(owner string) (uint32, error) {
+	kind, val, _ := strings.Cut(owner, ":")
+	switch kind {
+	case "uid":
+		n, err := strconv.ParseUint(val, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%q: bad uid", owner)
+		}
+		return uint32(n), nil
+	case "user":
+		u, err := user.Lookup(val)
+		if err != nil {
+			return 0, fmt.Errorf("%q: %w", owner, err)
+		}
+		n, _ := strconv.ParseUint(u.Uid, 10, 32)
+		return uint32(n), nil
+	}
+	return 0, fmt.Errorf("%q: want \"user:NAME\" or \"uid:N\"", owner)
+}
+
+func mountConfigs(cfg *config.Config) []mountwatch.MountConfig {
+	out := make([]mountwatch.MountConfig, 0, len(cfg.Mounts))
+	for _, m := range cfg.Mounts {
+		links := make([]mountwatch.LinkConfig, 0, len(m.Links))
+		for _, l := range m.Links {
+			links = append(links, mountwatch.LinkConfig{Path: l.Path, Target: l.Target})
+		}
+		out = append(out, mountwatch.MountConfig{Name: m.Name, Path: m.Path, Required: m.Required,
+			ProbeInterval: m.ProbeInterval, ProbeTimeout: m.ProbeTimeout, Canary: m.Canary,
+			RemountUnit: m.RemountUnit, RemountCommand: m.RemountCommand, CredentialFile: m.CredentialFile,
+			RefreshCommand: m.RefreshCommand, RefreshAt: m.RefreshAt, MaxRemountsPerHour: int(m.MaxRemountsPerHour),
+			Links: links, Guard: m.Guard})
+	}
+	return out
+}
+
+// reservePath is where a filesystem's reserve file lives: <state_dir>/reserve-<n> when
+// the state dir is on that filesystem, else <mountpoint>/.sandboxd-reserve.
+func reservePath(cfg *config.Config, i int) string {
+	f := cfg.Filesystems[i]
+	if f.ReservePath != "" {
+		return f.ReservePath
+	}
+	var a, b syscallStat
+	if statDev(cfg.Server.StateDir, &a) == nil && statDev(f.Path, &b) == nil && a.dev == b.dev {
+		if i == 0 {
+			return filepath.Join(cfg.Server.StateDir, "reserve")
+		}
+		return filepath.Join(cfg.Server.StateDir, fmt.Sprintf("reserve-%d", i))
+	}
+	mp := f.Path
+	if fs, err := pressure.Statfs(f.Path); err == nil && fs.Mountpoint != "" {
+		mp = fs.Mountpoint
+	}
+	return filepath.Join(mp, ".sandboxd-reserve")
+}
+
+func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites *retention.Manager) reclaim.Options {
+	caches := make([]reclaim.CacheConfig, 0, len(cfg.Reclaim.Caches))
+	for _, c := range cfg.Reclaim.Caches {
+		caches = append(caches, reclaim.CacheConfig{Name: c.Name, Path: c.Path, Command: c.Command,
+			Order: int(c.Order), Ladder: c.Ladder})
+	}
+	var reserves []reclaim.ReserveConfig
+	var fsPaths []string
+	for i, f := range cfg.Filesystems {
+		fsPaths = append(fsPaths, f.Path)
+		if f.Reserve > 0 {
+			reserves = append(reserves, reclaim.ReserveConfig{Filesystem: f.Path, Path: reservePath(cfg, i), Bytes: int64(f.Reserve)})
+		}
+	}
+	return reclaim.Options{
+		Caches: caches, AutoCaches: cfg.Reclaim.AutoCaches, Protect: cfg.Reclaim.Protect,
+		MinAge: cfg.Reclaim.MinAge, Headroom: int64(cfg.Reclaim.Headroom), HeadroomInodes: cfg.Reclaim.HeadroomInodes,
+		Cooldown: cfg.Reclaim.Cooldown, MaxRunsPerHour: int(cfg.Reclaim.MaxRunsPerHour),
+		Reserves: reserves, Filesystems: fsPaths,
+		Measure:     pw.Measure,
+		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, sites, dry) },
+		MarkReplace: pw.MarkReplace,
+		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
+		Events: d.events.Record, Logger: d.logger.With("component", "reclaim"),
+	}
+}
+
+// pruneSiteActions is rung 1 of the ladder: expired entries of every site, as actions.
+func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) []api.Action {
+	results, err := sites.PruneAll(ctx)
+	var out []api.Action
+	for _, r := range results {
+		st := api.ActionDone
+		if r.Observed {
+			st = api.ActionObserved
+		}
+		a := api.Action{Source: "site:" + r.Site, Kind: api.ActionPruneSite, FreedBytes: r.Bytes, FreedFiles: r.Files, Status: st}
+		if r.Problem != "" {
+			a.Status, a.Error = api.ActionSkipped, r.Problem
+		}
+		out = append(out, a)
+	}
+	if err != nil {
+		out = append(out, api.Action{Source: "sites", Kind: api.ActionPruneSite, Status: api.ActionFailed, Error: err.Error()})
+	}
+	return out
+}
+
+// buildComponents builds the parts of cfg; parts whose config did not change since prev
+// are taken over from prev.
+func (d *Daemon) buildComponents(cfg *config.Config, prev *components) (*components, error) {
+	obs := cfg.Server.Mode == api.ModeObserve
+	c := &components{cancels: map[string]context.CancelFunc{}}
+	c.pressure = pressure.New(d.pressureOptions(cfg))
+	sites, err := siteConfigs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.sites, err = retention.New(retention.Options{Sites: sites, State: d.state, Observe: obs, Now: d.now,
+		Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot})
+	if err != nil {
+		return nil, fmt.Errorf("sites: %w", err)
+	}
+	c.reclaim, err = reclaim.New(d.reclaimOptions(cfg, c.pressure, c.sites))
+	if err != nil {
+		return nil, fmt.Errorf("reclaim: %w", err)
+	}
+	var restarter mountwatch.UnitRestarter
+	for _, m := range cfg.Mounts {
+		if m.RemountUnit != "" {
+			restarter = &systemd.UnitRestarter{}
+			break
+		}
+	}
+	c.mounts, err = mountwatch.New(mountwatch.Options{Mounts: mountConfigs(cfg), Observe: obs, Now: d.now,
+		Events: d.events.Record, Logger: d.logger.With("component", "mountwatch"), ProcRoot: d.opts.ProcRoot,
+		ProbeCommand: d.opts.ProbeCommand, Restarter: restarter})
+	if err != nil {
+		return nil, fmt.Errorf("mounts: %w", err)
+	}
+	return c, nil
+}
+
+// start runs every component in its own goroutine under ctx.
+func (c *components) start(ctx context.Context, wg *sync.WaitGroup, logger *slog.Logger) {
+	c.ctx, c.wg = ctx, wg
+	run := func(name string, f func(context.Context) error) {
+		cctx, cancel := context.WithCancel(ctx)
+		c.mu.Lock()
+		c.cancels[name] = cancel
+		c.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(cctx); err != nil && cctx.Err() == nil {
+				logger.Error("component stopped", "component", name, "err", err)
+			}
+		}()
+	}
+	run("pressure", c.pressure.Run)
+	run("retention", c.sites.Run)
+	run("reclaim", c.reclaim.Run)
+	run("mountwatch", c.mounts.Run)
+}
+
+// stop ends every component of c.
+func (c *components) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.cancels {
+		cancel()
+	}
+}
+
+// onReady runs the resume policy once in the background right after READY (CONTRACT §6).
+func (c *components) onReady(ctx context.Context) {
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		c.mounts.Resume(rctx)
+		c.reclaim.Reclaim(rctx, reclaim.Request{Trigger: "startup"})
+	}()
+}
+
+func (d *Daemon) shutdownComponents() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d.current().reclaim.Shutdown(ctx)
+}
+
+type syscallStat struct{ dev uint64 }
+
+func statDev(path string, out *syscallStat) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return statDevSys(fi, out)
+}

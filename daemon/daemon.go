@@ -1,0 +1,246 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/internal/state"
+	"github.com/sandboxd/sandboxd/systemd"
+)
+
+// supervisorPeriod is how often the supervisor loop runs; /livez fails after 3 periods.
+const supervisorPeriod = time.Second
+
+// Options configure a Daemon. Zero values take the defaults named on each field.
+type Options struct {
+	Config     *config.Config
+	ConfigPath string // the file Reload re-reads; "" = embedded default only
+	Logger     *slog.Logger
+	// LogLevel is the handler's level, changed on reload (may be nil).
+	LogLevel *slog.LevelVar
+	Version  string
+	Commit   string
+	Now      func() time.Time
+	ProcRoot string // default "/proc"
+	// ProbeCommand runs a mount probe child (default: this executable, "mount-probe").
+	ProbeCommand []string
+	Notifier     *systemd.Notifier
+	// Overrides are the serve flags, re-applied over the file on every reload.
+	Overrides Overrides
+
+	// stallSupervisor, when set (tests), is called at the top of every supervisor round.
+	stallSupervisor func()
+}
+
+// Daemon is one running sandboxd. Create it with New, run it with Run.
+type Daemon struct {
+	opts    Options
+	logger  *slog.Logger
+	now     func() time.Time
+	events  *eventLog
+	state   *state.Store
+	notify  *systemd.Notifier
+	selfUID uint32
+	started time.Time
+	baseCtx context.Context
+	metrics *metrics
+	health  *healthTracker
+
+	cfgMu   sync.RWMutex // guards cfg, writersV and comps
+	cfg     *config.Config
+	writers Writers
+	comps   *components
+
+	lastLoop  atomic.Int64 // unix nanoseconds of the last supervisor round
+	readySent atomic.Bool
+	reloads   reloadStats
+}
+
+// New validates the config and builds the daemon and its components; nothing runs yet.
+func New(opts Options) (*Daemon, error) {
+	if opts.Config == nil {
+		c, err := config.Parse([]byte(config.Default()), "default")
+		if err != nil {
+			return nil, fmt.Errorf("embedded default config: %w", err)
+		}
+		opts.Config = c
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.Notifier == nil {
+		opts.Notifier = &systemd.Notifier{}
+	}
+	if len(opts.ProbeCommand) == 0 {
+		if exe, err := os.Executable(); err == nil {
+			opts.ProbeCommand = []string{exe, "mount-probe"}
+		}
+	}
+	d := &Daemon{
+		opts:    opts,
+		logger:  opts.Logger,
+		now:     opts.Now,
+		notify:  opts.Notifier,
+		selfUID: uint32(os.Getuid()),
+		started: opts.Now(),
+		baseCtx: context.Background(),
+	}
+	d.events = newEventLog(d.logger, d.now)
+	d.health = newHealthTracker(d.now, d.events.Record)
+	w, err := resolveWriters(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	d.cfg, d.writers = opts.Config, w
+	d.state = state.Open(opts.Config.Server.StateDir)
+	if err := d.state.Err(); err != nil {
+		d.logger.Warn("state directory unusable: state stays in memory", "dir", opts.Config.Server.StateDir, "err", err)
+	}
+	comps, err := d.buildComponents(opts.Config, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.comps = comps
+	d.metrics = newMetrics(d)
+	d.reloads.record(true, d.now())
+	d.lastLoop.Store(d.now().UnixNano())
+	return d, nil
+}
+
+func resolveWriters(c *config.Config) (Writers, error) {
+	uids, gids, err := c.Writers()
+	if err != nil {
+		return Writers{}, fmt.Errorf("server.writers: %w", err)
+	}
+	return Writers{UIDs: uids, GIDs: gids}, nil
+}
+
+func (d *Daemon) config() *config.Config {
+	d.cfgMu.RLock()
+	defer d.cfgMu.RUnlock()
+	return d.cfg
+}
+
+func (d *Daemon) writers() Writers {
+	d.cfgMu.RLock()
+	defer d.cfgMu.RUnlock()
+	return d.writers
+}
+
+func (d *Daemon) current() *components {
+	d.cfgMu.RLock()
+	defer d.cfgMu.RUnlock()
+	return d.comps
+}
+
+func (d *Daemon) observe() bool { return d.config().Server.Mode == api.ModeObserve }
+
+// Run serves ln (the Unix socket) and, when non-nil, tcp (the loopback read-only
+// listener) and runs every component until ctx ends. It reports READY=1 to systemd once
+// /readyz would answer 200, and STOPPING=1 when ctx ends.
+func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.baseCtx = ctx
+	d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd",
+		Message: "daemon starting", Fields: map[string]any{"version": d.opts.Version, "mode": d.config().Server.Mode}})
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	d.current().start(ctx, &wg, d.logger)
+
+	h := d.Handler()
+	servers := []*http.Server{d.newHTTPServer(h)}
+	serve := func(srv *http.Server, l net.Listener) {
+		defer wg.Done()
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+		}
+	}
+	wg.Add(1)
+	go serve(servers[0], ln)
+	if tcp != nil {
+		servers = append(servers, d.newHTTPServer(h))
+		wg.Add(1)
+		go serve(servers[1], tcp)
+	}
+
+	if iv, ok := systemd.WatchdogInterval(); ok {
+		wd := &systemd.Watchdog{Notifier: d.notify, Interval: iv, Fresh: d.fresh, Logger: d.logger}
+		wg.Add(1)
+		go func() { defer wg.Done(); wd.Run(ctx) }()
+	}
+
+	var runErr error
+	func() {
+		t := time.NewTicker(supervisorPeriod)
+		defer t.Stop()
+		for {
+			d.supervise(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case err := <-errc:
+				runErr = err
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	d.notify.Stopping()
+	d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "daemon stopping"})
+	d.shutdownComponents()
+	shutCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	for _, s := range servers {
+		s.Shutdown(shutCtx)
+	}
+	cancel()
+	wg.Wait()
+	return runErr
+}
+
+// fresh reports whether the supervisor loop and the sampling loop ran recently: the
+// watchdog pings only then. A stale filesystem does not make the loops stale.
+func (d *Daemon) fresh() bool {
+	now := d.now()
+	if now.Sub(time.Unix(0, d.lastLoop.Load())) > 3*supervisorPeriod {
+		return false
+	}
+	return d.current().samplingFresh(now)
+}
+
+// supervise is one round of the supervisor loop: liveness stamp, readiness, health
+// conditions, and the systemd status line.
+func (d *Daemon) supervise(ctx context.Context) {
+	if d.opts.stallSupervisor != nil {
+		d.opts.stallSupervisor()
+	}
+	d.lastLoop.Store(d.now().UnixNano())
+	c := d.current()
+	if !d.readySent.Load() && c.ready() {
+		d.readySent.Store(true)
+		d.notify.Ready()
+		d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "ready: first sample of every watched filesystem taken"})
+		c.onReady(ctx)
+	}
+	h := d.healthNow()
+	d.notify.Status(d.statusLine(h))
+}

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// writeJSON writes v with status; encoding errors become a 500 problem (they would mean
+// a NaN reached an answer, which the packages guard against).
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, api.NewProblem(api.CodeInternal, "encode answer: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// writeProblem writes an RFC 9457 problem document; a busy problem carries Retry-After.
+func writeProblem(w http.ResponseWriter, p *api.Problem) {
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	if p.Status == 0 {
+		p.Status = p.Code.Status()
+	}
+	if p.Title == "" {
+		p.Title = p.Code.Title()
+	}
+	if p.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfterSeconds))
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		p.Filesystem, p.Mounts = nil, nil
+		b, _ = json.Marshal(p)
+	}
+	w.Header().Set("Content-Type", api.ProblemContentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	w.Write(append(b, '\n'))
+}
+
+// asProblem maps any handler error to a problem document: a *api.Problem passes through,
+// anything else is an internal error whose detail says what failed.
+func asProblem(err error) *api.Problem {
+	var p *api.Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	return api.NewProblem(api.CodeInternal, "%v", err)
+}

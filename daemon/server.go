@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// route is one entry of the route table.
+type route struct {
+	pattern  string // Go method pattern, from package api
+	handler  func(w http.ResponseWriter, r *http.Request) error
+	mutating bool
+}
+
+// routes is the one route table: the server, the 404/405 logic and the OpenAPI test all
+// read it.
+func (d *Daemon) routes() []route {
+	return []route{
+		{api.RouteLivez, d.handleLivez, false},
+		{api.RouteReadyz, d.handleReadyz, false},
+		{api.RouteMetrics, d.handleMetrics, false},
+		{api.RouteHealth, d.handleHealth, false},
+		{api.RouteStatus, d.handleStatus, false},
+		{api.RouteEvents, d.handleEvents, false},
+		{api.RouteConfig, d.handleConfig, false},
+		{api.RouteLaunch, d.handleLaunch, true},
+		{api.RouteResume, d.handleResume, true},
+		{api.RouteReclaim, d.handleReclaim, true},
+	}
+}
+
+// Routes lists the server's route patterns (for the OpenAPI completeness test).
+func (d *Daemon) Routes() []string {
+	var out []string
+	for _, rt := range d.routes() {
+		out = append(out, rt.pattern)
+	}
+	return out
+}
+
+// Handler is the HTTP handler of the API: peer authorization on mutating routes,
+// problem+json for every failure including unknown routes and wrong methods.
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	methods := map[string][]string{} // path -> methods, for 405's Allow
+	for _, rt := range d.routes() {
+		rt := rt
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		methods[path] = append(methods[path], method)
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			if rt.mutating {
+				p := peerFrom(r.Context())
+				if ok, why := d.writers().allowed(p, d.selfUID); !ok {
+					d.events.Record(api.Event{Kind: api.EventRefusal, Subject: r.URL.Path,
+						Message: "refused a mutating call: " + why,
+						Fields:  map[string]any{"uid": p.UID, "pid": p.PID, "tcp": p.TCP}})
+					writeProblem(w, api.NewProblem(api.CodeForbidden, "%s %s: %s", r.Method, r.URL.Path, why))
+					return
+				}
+			}
+			if err := rt.handler(w, r); err != nil {
+				writeProblem(w, asProblem(err))
+			}
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if ms, ok := methods[r.URL.Path]; ok {
+			if r.Method == http.MethodHead && contains(ms, http.MethodGet) {
+				mux.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Allow", strings.Join(ms, ", "))
+			writeProblem(w, api.NewProblem(api.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+				r.Method, r.URL.Path, strings.Join(ms, ", ")))
+			return
+		}
+		writeProblem(w, api.NewProblem(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// newHTTPServer sets the timeouts that keep slow or idle clients from holding the
+// server (CONTRACT §1). WriteTimeout is left to each handler's deadline, since a resume
+// may legitimately take its whole deadline; ReadTimeout bounds the body.
+func (d *Daemon) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return d.baseCtx },
+	}
+}
