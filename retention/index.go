@@ -1,0 +1,237 @@
+package retention
+
+import (
+	"container/heap"
+	"strings"
+)
+
+// entry is one top-level name of a site. A directory is one entry, removed whole. Kept
+// small on purpose (CONTRACT: under 200 bytes per indexed entry): the job owns its entries
+// by value, so there is no per-entry map slot and no per-entry pointer.
+type entry struct {
+	name  string
+	mtime int64 // unix nanoseconds, as lstat last saw it
+	size  int64
+	ino   uint64
+	dirty bool // written since the last lstat: size (and mtime) need settling
+}
+
+// Liveness of a job (CONTRACT §8).
+const (
+	liveUnknown uint8 = iota // not decided yet, or cannot be known: keep the files
+	liveDead
+	liveRunning
+)
+
+// job is all entries sharing one job id. Its age is its newest entry's mtime.
+type job struct {
+	id      string
+	entries []entry
+	newest  int64 // max mtime of entries
+	bytes   int64
+	heapIdx int32 // position in the site's expiry heap; -1 when not in it
+
+	live   uint8
+	busy   bool // claimed by a pruner: not in the heap, not to be claimed twice
+	seen   bool // observe mode: already reported as would-prune
+	failed bool // a deletion failed: left alone until the next rescan
+
+	pid int32 // from <id>.pid; 0 = none or unreadable
+	// ownTicks caches a decision for the process with these start ticks: ownDecided says
+	// whether it was made, own what it was, so fds and cmdline are read once per process.
+	ownTicks   uint64
+	ownDecided bool
+	own        bool
+}
+
+// jobID is the name up to its first '.' (the whole name when it has none, CONTRACT §8).
+func jobID(name string) string {
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
+func (j *job) find(name string) int {
+	for i := range j.entries {
+		if j.entries[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (j *job) recompute() {
+	j.newest, j.bytes = 0, 0
+	for i := range j.entries {
+		if j.entries[i].mtime > j.newest {
+			j.newest = j.entries[i].mtime
+		}
+		j.bytes += j.entries[i].size
+	}
+}
+
+// expiryHeap orders the jobs that may be pruned (liveness dead, not busy) by their newest
+// mtime, oldest first: what to prune is found in O(expired), and a site with nothing
+// expired answers by looking at the top only.
+type expiryHeap []*job
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, k int) bool { return h[i].newest < h[k].newest }
+func (h expiryHeap) Swap(i, k int) {
+	h[i], h[k] = h[k], h[i]
+	h[i].heapIdx = int32(i)
+	h[k].heapIdx = int32(k)
+}
+func (h *expiryHeap) Push(x any) {
+	j := x.(*job)
+	j.heapIdx = int32(len(*h))
+	*h = append(*h, j)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	j.heapIdx = -1
+	return j
+}
+
+// index is a site's entries grouped by job. Not safe for concurrent use: site.mu guards it.
+type index struct {
+	jobs  map[string]*job
+	heap  expiryHeap
+	files int64
+	bytes int64
+	// seenFiles and seenBytes are what observe mode already reported as would-prune:
+	// nothing was deleted, but the limits are checked as if it had been.
+	seenFiles int64
+	seenBytes int64
+	dirty     []string // names written since their last lstat, settled in the background
+}
+
+func newIndex() *index { return &index{jobs: map[string]*job{}} }
+
+// prunable says whether j belongs in the expiry heap.
+func prunable(j *job) bool {
+	return j.live == liveDead && !j.busy && !j.seen && !j.failed && len(j.entries) > 0
+}
+
+// place puts j in or out of the heap after any change to it.
+func (x *index) place(j *job) {
+	in := j.heapIdx >= 0
+	want := prunable(j)
+	switch {
+	case want && in:
+		heap.Fix(&x.heap, int(j.heapIdx))
+	case want:
+		heap.Push(&x.heap, j)
+	case in:
+		heap.Remove(&x.heap, int(j.heapIdx))
+	}
+	if len(j.entries) == 0 && !j.busy {
+		delete(x.jobs, j.id)
+	}
+}
+
+// upsert records name with fresh lstat figures and returns its job.
+func (x *index) upsert(name string, mtime, size int64, ino uint64) *job {
+	id := jobID(name)
+	j := x.jobs[id]
+	if j == nil {
+		j = &job{id: id, heapIdx: -1}
+		x.jobs[id] = j
+	}
+	if j.seen {
+		x.unsee(j) // changed since: judge it again
+	}
+	if i := j.find(name); i >= 0 {
+		e := &j.entries[i]
+		x.bytes += size - e.size
+		e.mtime, e.size, e.ino, e.dirty = mtime, size, ino, false
+	} else {
+		j.entries = append(j.entries, entry{name: name, mtime: mtime, size: size, ino: ino})
+		x.files++
+		x.bytes += size
+	}
+	j.recompute()
+	x.place(j)
+	return j
+}
+
+// remove forgets name; it reports the job it belonged to (nil if unknown).
+func (x *index) remove(name string) *job {
+	j := x.jobs[jobID(name)]
+	if j == nil {
+		return nil
+	}
+	i := j.find(name)
+	if i < 0 {
+		return j
+	}
+	x.files--
+	x.bytes -= j.entries[i].size
+	if j.seen {
+		x.seenFiles--
+		x.seenBytes -= j.entries[i].size
+	}
+	last := len(j.entries) - 1
+	j.entries[i] = j.entries[last]
+	j.entries[last] = entry{}
+	j.entries = j.entries[:last]
+	if len(j.entries) == 0 {
+		j.entries = nil
+	}
+	if name == j.id+".pid" {
+		j.pid = 0
+	}
+	j.recompute()
+	x.place(j)
+	return j
+}
+
+// touch notes a write to name without an lstat: Write events from running jobs' stdout
+// come by the thousand, so they only mark the entry for a later settle.
+func (x *index) touch(name string) {
+	j := x.jobs[jobID(name)]
+	if j == nil {
+		return
+	}
+	if i := j.find(name); i >= 0 && !j.entries[i].dirty {
+		j.entries[i].dirty = true
+		x.dirty = append(x.dirty, name)
+	}
+}
+
+// expired visits the jobs in the heap whose newest mtime is before cutoff, in heap order
+// (not sorted), stopping when visit returns false. It costs O(expired).
+func (x *index) expired(cutoff int64, visit func(*job) bool) {
+	var walk func(i int) bool
+	walk = func(i int) bool {
+		if i >= len(x.heap) || x.heap[i].newest >= cutoff {
+			return true
+		}
+		if !visit(x.heap[i]) {
+			return false
+		}
+		return walk(2*i+1) && walk(2*i+2)
+	}
+	walk(0)
+}
+
+// see marks j as reported would-prune (observe mode).
+func (x *index) see(j *job) {
+	if j.seen {
+		return
+	}
+	j.seen = true
+	x.seenFiles += int64(len(j.entries))
+	x.seenBytes += j.bytes
+	x.place(j)
+}
+
+func (x *index) unsee(j *job) {
+	j.seen = false
+	x.seenFiles -= int64(len(j.entries))
+	x.seenBytes -= j.bytes
+}

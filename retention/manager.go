@@ -1,0 +1,213 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Manager owns every configured write site.
+type Manager struct {
+	opts Options
+	proc *proc
+	boot string
+
+	mu     sync.Mutex // guards sites, order, runCtx, cancels, wg use
+	sites  map[string]*site
+	order  []string
+	runCtx context.Context
+	cancel map[*site]context.CancelFunc
+	wg     sync.WaitGroup
+
+	saveMu sync.Mutex // serialises writes of the sightings document
+}
+
+// sightingsDoc is the state document of first sightings, per site and job id.
+type sightingsDoc struct {
+	BootID string                         `json:"boot_id"`
+	Sites  map[string]map[string]sighting `json:"sites"`
+}
+
+const sightingsName = "retention-sightings"
+
+// New checks the options and builds a Manager. It touches no site on disk: Run does.
+func New(opts Options) (*Manager, error) {
+	opts.setDefaults()
+	if err := validateSites(opts.Sites); err != nil {
+		return nil, fmt.Errorf("retention: %w", err)
+	}
+	m := &Manager{opts: opts, sites: map[string]*site{}, cancel: map[*site]context.CancelFunc{}}
+	m.proc = newProc(opts.ProcRoot, opts.CmdlineTimeout)
+	m.boot = m.proc.bootID()
+	doc := m.loadSightings()
+	for _, c := range opts.Sites {
+		m.sites[c.Name] = newSite(m, c, doc[c.Name])
+		m.order = append(m.order, c.Name)
+	}
+	return m, nil
+}
+
+// loadSightings reads what earlier runs first saw, unless it is from another boot (start
+// ticks count from boot, so older ones mean nothing).
+func (m *Manager) loadSightings() map[string]map[string]sighting {
+	if m.opts.State == nil {
+		return nil
+	}
+	var doc sightingsDoc
+	if err := m.opts.State.Load(sightingsName, &doc); err != nil {
+		m.opts.Logger.Warn("first-seen pids not loaded; jobs with live pids are kept until seen again", "err", err)
+		return nil
+	}
+	if doc.BootID == "" || doc.BootID != m.boot {
+		return nil
+	}
+	return doc.Sites
+}
+
+// saveSightings writes the first sightings when any site changed them.
+func (m *Manager) saveSightings(force bool) {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
+	sites := m.siteList()
+	dirty := force
+	doc := sightingsDoc{BootID: m.boot, Sites: map[string]map[string]sighting{}}
+	for _, s := range sites {
+		s.mu.Lock()
+		dirty = dirty || s.sightDirty
+		s.sightDirty = false
+		doc.Sites[s.cfg.Name] = maps(s.sightings)
+		s.mu.Unlock()
+	}
+	if !dirty || m.opts.State == nil {
+		return
+	}
+	if err := m.opts.State.Save(sightingsName, doc); err != nil {
+		m.opts.Logger.Debug("first-seen pids kept in memory only", "err", err)
+	}
+}
+
+func maps(in map[string]sighting) map[string]sighting {
+	out := make(map[string]sighting, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+func (m *Manager) emit(ev api.Event) {
+	if m.opts.Events == nil {
+		return
+	}
+	if ev.Time.IsZero() {
+		ev.Time = m.opts.Now()
+	}
+	m.opts.Events(ev)
+}
+
+func (m *Manager) siteList() []*site {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*site, 0, len(m.order))
+	for _, n := range m.order {
+		out = append(out, m.sites[n])
+	}
+	return out
+}
+
+func (m *Manager) site(name string) (*site, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if name == "" {
+		if len(m.order) == 1 {
+			return m.sites[m.order[0]], nil
+		}
+		return nil, fmt.Errorf("%w: no site named and %d are configured", ErrUnknownSite, len(m.order))
+	}
+	s := m.sites[name]
+	if s == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownSite, name)
+	}
+	return s, nil
+}
+
+// Run watches every site until ctx ends: per site an inotify watcher, the liveness
+// refresher, the reconcile loop and one drain worker. It returns nil when ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.runCtx != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("retention: Run called twice")
+	}
+	m.runCtx = ctx
+	for _, n := range m.order {
+		m.startLocked(m.sites[n])
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.wg.Wait()
+	m.saveSightings(false)
+	return nil
+}
+
+func (m *Manager) startLocked(s *site) {
+	ctx, cancel := context.WithCancel(m.runCtx)
+	m.cancel[s] = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		s.run(ctx)
+	}()
+}
+
+// Reconfigure applies a new site list (SIGHUP): new sites start, removed ones stop, and a
+// site whose path is unchanged keeps its index, liveness and first sightings.
+func (m *Manager) Reconfigure(sites []SiteConfig) error {
+	if err := validateSites(sites); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := map[string]*site{}
+	var order []string
+	for _, c := range sites {
+		old := m.sites[c.Name]
+		switch {
+		case old != nil && old.cfg.Path == c.Path:
+			old.mu.Lock()
+			old.cfg = c
+			old.mu.Unlock()
+			select { // owners may have changed: check the root again now
+			case old.recheckNow <- struct{}{}:
+			default:
+			}
+			next[c.Name] = old
+		default:
+			s := newSite(m, c, nil)
+			next[c.Name] = s
+			if m.runCtx != nil {
+				m.startLocked(s)
+			}
+		}
+		order = append(order, c.Name)
+	}
+	for name, s := range m.sites {
+		if next[name] != s {
+			if cancel := m.cancel[s]; cancel != nil {
+				cancel()
+				delete(m.cancel, s)
+			}
+		}
+	}
+	m.sites, m.order = next, order
+	return nil
+}
+
+// SiteNames lists the configured sites in config order.
+func (m *Manager) SiteNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.order)
+}

@@ -1,0 +1,326 @@
+package retention
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
+)
+
+// PruneResult is what one prune of a site did (or, in observe mode, would have done).
+type PruneResult struct {
+	Site     string
+	Files    int64    // entries pruned (a directory entry counts once)
+	Bytes    int64    // bytes freed (blocks of single-link files)
+	Jobs     []string // ids of the jobs pruned
+	Pending  int64    // expired entries not yet pruned: the background drain's backlog
+	Observed bool     // observe mode: nothing was deleted, the figures say what would have been
+	ByReason map[string]int64
+	Problem  string // why the site is not cleaned, or what failed
+}
+
+// DefaultCallBudget bounds the entries one launch call prunes when the caller gives no bound.
+const DefaultCallBudget = 256
+
+// maxEventJobs caps the job ids listed in one prune event.
+const maxEventJobs = 50
+
+// pick is one job claimed for pruning.
+type pick struct {
+	j      *job
+	reason string
+	cutoff int64 // an entry must still be older than this when it is deleted
+	names  []string
+	bytes  int64
+
+	removed []string
+	freed   int64
+	ups     []statUpdate // what verification saw, for a job that turned out too young
+	err     error
+}
+
+// prune does one bounded prune of the site: expired jobs first (reason age), then, while
+// the site is over max_files or max_bytes, the oldest jobs past min_age (count, bytes).
+// Only jobs whose cached liveness is dead are candidates; drain batches re-check liveness
+// of their picks first. It never waits for the prune lock past ctx.
+func (s *site) prune(ctx context.Context, maxFiles int, trigger string, drain bool) PruneResult {
+	res, _ := s.pruneClaimed(ctx, maxFiles, trigger, drain)
+	return res
+}
+
+// pruneClaimed is prune that also says how many jobs it claimed (the drain goes on while
+// it claims any, even when they all turned out to be alive or too young).
+func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, drain bool) (PruneResult, int) {
+	res := PruneResult{Site: s.cfg.Name, Observed: s.m.opts.Observe, ByReason: map[string]int64{}}
+	if !drain {
+		s.waiting.Add(1)
+	}
+	select {
+	case s.sem <- struct{}{}:
+		if !drain {
+			s.waiting.Add(-1)
+		}
+	case <-ctx.Done():
+		s.waiting.Add(-1)
+		res.Pending = s.pending()
+		res.Problem = "prune skipped: the deadline passed while a background drain batch held the site"
+		return res, 0
+	}
+	defer func() { <-s.sem }()
+
+	picks, root, now := s.choose(maxFiles, drain, &res)
+	claimed := len(picks)
+	if claimed == 0 {
+		return res, 0
+	}
+	if drain {
+		picks = s.recheck(picks)
+	}
+	for i := range picks {
+		if ctx.Err() != nil {
+			picks[i].err = ctx.Err()
+			continue
+		}
+		if s.m.opts.Observe {
+			picks[i].removed, picks[i].freed = picks[i].names, picks[i].bytes
+			continue
+		}
+		s.deleteJob(ctx, root, &picks[i])
+	}
+	s.finish(picks, now, trigger, &res)
+	return res, claimed
+}
+
+// choose claims the jobs to prune, under the site lock. With nothing expired and the site
+// within its limits it looks at the top of the heap only.
+func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safefs.Root, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.problem != "" || s.root == nil || !s.ready {
+		res.Problem = s.problem
+		return nil, nil, 0
+	}
+	now := s.m.opts.Now().UnixNano()
+	ageCut := int64(math.MinInt64)
+	if s.cfg.MaxAge > 0 {
+		ageCut = now - int64(s.cfg.MaxAge)
+	}
+	minCut := now - int64(s.cfg.MinAge)
+	files, bytes := s.idx.files-s.idx.seenFiles, s.idx.bytes-s.idx.seenBytes
+	budget := maxFiles
+	var picks []pick
+	for len(s.idx.heap) > 0 {
+		top := s.idx.heap[0]
+		p := pick{j: top}
+		switch {
+		case top.newest < ageCut:
+			p.reason, p.cutoff = ReasonAge, ageCut
+		case top.newest < minCut && s.cfg.MaxFiles > 0 && files > s.cfg.MaxFiles:
+			p.reason, p.cutoff = ReasonCount, minCut
+		case top.newest < minCut && s.cfg.MaxBytes > 0 && bytes > s.cfg.MaxBytes:
+			p.reason, p.cutoff = ReasonBytes, minCut
+		}
+		n := len(top.entries)
+		if p.reason == "" || (n > budget && (len(picks) > 0 || !drain)) {
+			break
+		}
+		heap.Pop(&s.idx.heap)
+		top.busy = true
+		p.names = make([]string, n)
+		for i := range top.entries {
+			p.names[i] = top.entries[i].name
+		}
+		p.bytes = top.bytes
+		files -= int64(n)
+		bytes -= top.bytes
+		budget -= n
+		picks = append(picks, p)
+	}
+	if len(picks) == 0 {
+		res.Pending = s.pendingLocked(now)
+	}
+	return picks, s.root, now
+}
+
+// recheck refreshes the liveness of a drain batch's picks (CONTRACT §8: the drain looks
+// again right before it deletes) and releases those no longer known dead.
+func (s *site) recheck(picks []pick) []pick {
+	jobs := make([]*job, len(picks))
+	for i := range picks {
+		jobs[i] = picks[i].j
+	}
+	s.refreshLiveness(jobs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.DeleteFunc(picks, func(p pick) bool {
+		if p.j.live == liveDead {
+			return false
+		}
+		p.j.busy = false
+		s.idx.place(p.j)
+		return true
+	})
+}
+
+// deleteJob verifies and removes one job's entries: directories first (a tree with a
+// newer file inside is kept, and then nothing else of the job goes), the pid file last, so
+// a job cut short still shows whose it was. If an entry became younger than the cutoff,
+// nothing is removed.
+func (s *site) deleteJob(ctx context.Context, root *safefs.Root, p *pick) {
+	var stx unix.Statx_t
+	type cand struct {
+		name string
+		rank int // directories first (they are what OnlyOlderThan may keep), the pid file last
+	}
+	cands := make([]cand, 0, len(p.names))
+	for _, n := range p.names {
+		if err := statName(root.Fd(), n, &stx); err != nil {
+			continue // gone already
+		}
+		if unix.Mkdev(stx.Dev_major, stx.Dev_minor) != root.Dev() {
+			continue // a mount point: never removed
+		}
+		if mt := stx.Mtime.Sec*1e9 + int64(stx.Mtime.Nsec); mt >= p.cutoff {
+			p.ups = statNames(root.Fd(), root.Dev(), p.names)
+			return
+		}
+		c := cand{name: n, rank: 1}
+		switch {
+		case uint32(stx.Mode)&unix.S_IFMT == unix.S_IFDIR:
+			c.rank = 0
+		case isPidFile(n):
+			c.rank = 2
+		}
+		cands = append(cands, c)
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int { return a.rank - b.rank })
+	names := make([]string, len(cands))
+	for i, c := range cands {
+		names[i] = c.name
+	}
+	opts := safefs.RemoveOptions{MakeWritable: true}
+	if p.cutoff != math.MinInt64 {
+		opts.OnlyOlderThan = timeFromNanos(p.cutoff)
+	}
+	for _, n := range names {
+		st, err := root.Remove(ctx, n, opts)
+		p.freed += st.Bytes
+		if st.Files+st.Dirs > 0 && st.Skipped == 0 && err == nil {
+			p.removed = append(p.removed, n)
+			continue
+		}
+		if err == nil {
+			err = fmt.Errorf("prune %s/%s: left in place (newer, or a mount point beneath)", root.Path(), n)
+		}
+		if st.Files+st.Dirs > 0 {
+			p.removed = append(p.removed, n) // partly: the index rescans what is left
+		}
+		p.err = err
+		if len(p.removed) == 0 {
+			return // nothing of the job is gone yet: keep it whole
+		}
+	}
+}
+
+// finish applies what the picks did to the index and the counters and reports it.
+func (s *site) finish(picks []pick, now int64, trigger string, res *PruneResult) {
+	var errs []string
+	s.mu.Lock()
+	for i := range picks {
+		p := &picks[i]
+		j := p.j
+		j.busy = false
+		if len(p.ups) > 0 {
+			s.applyLocked(p.ups)
+		}
+		if s.m.opts.Observe && len(p.removed) > 0 {
+			s.idx.see(j)
+		} else {
+			for _, n := range p.removed {
+				s.idx.remove(n)
+			}
+		}
+		if p.err != nil {
+			errs = append(errs, fmt.Sprintf("job %q: %v", j.id, p.err))
+			if !errors.Is(p.err, context.DeadlineExceeded) && !errors.Is(p.err, context.Canceled) {
+				j.failed = true
+			}
+		}
+		s.idx.place(j)
+		if len(p.removed) == 0 {
+			continue
+		}
+		n := int64(len(p.removed))
+		res.Files += n
+		res.Bytes += p.freed
+		res.ByReason[p.reason] += n
+		res.Jobs = append(res.Jobs, j.id)
+		s.pruned[p.reason] += n
+		s.prunedTotal += n
+	}
+	if res.Files > 0 {
+		s.lastPrune = timeFromNanos(now)
+	}
+	res.Pending = s.pendingLocked(now)
+	name := s.cfg.Name
+	s.mu.Unlock()
+	if len(errs) > 0 {
+		res.Problem = fmt.Sprintf("%d jobs not fully pruned; first: %s", len(errs), errs[0])
+	}
+	if res.Files > 0 || len(errs) > 0 {
+		s.m.emit(pruneEvent(name, trigger, res, errs))
+	}
+}
+
+// pendingLocked counts the expired entries still in the heap, in O(expired).
+func (s *site) pendingLocked(now int64) int64 {
+	if s.cfg.MaxAge <= 0 {
+		return 0
+	}
+	var n int64
+	s.idx.expired(now-int64(s.cfg.MaxAge), func(j *job) bool {
+		n += int64(len(j.entries))
+		return true
+	})
+	return n
+}
+
+func (s *site) pending() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pendingLocked(s.m.opts.Now().UnixNano())
+}
+
+func pruneEvent(site, trigger string, res *PruneResult, errs []string) api.Event {
+	verb := "pruned"
+	if res.Observed {
+		verb = "would prune"
+	}
+	jobs := res.Jobs
+	if len(jobs) > maxEventJobs {
+		jobs = jobs[:maxEventJobs]
+	}
+	f := map[string]any{
+		"trigger": trigger, "files": res.Files, "bytes": res.Bytes, "jobs": jobs,
+		"jobs_total": len(res.Jobs), "reasons": res.ByReason, "observed": res.Observed,
+		"pending": res.Pending,
+	}
+	if len(errs) > 0 {
+		if len(errs) > 5 {
+			errs = errs[:5]
+		}
+		f["errors"] = errs
+	}
+	return api.Event{Kind: api.EventPrune, Subject: site, Fields: f,
+		Message: fmt.Sprintf("%s %d files (%s) of %d jobs in site %s", verb, res.Files, api.FormatSize(uint64(res.Bytes)), len(res.Jobs), site)}
+}
+
+func timeFromNanos(ns int64) time.Time { return time.Unix(0, ns) }

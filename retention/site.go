@@ -1,0 +1,213 @@
+package retention
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
+)
+
+// site is one write site: its root, index, liveness and counters.
+type site struct {
+	m *Manager
+
+	// sem is the prune lock: one prune of the site at a time (the launch call's or a drain
+	// batch). A channel so a launch can give up on it when its deadline passes.
+	sem chan struct{}
+	// waiting counts launch calls waiting for sem; the drain yields to them between batches.
+	waiting atomic.Int32
+	// drainKick wakes the drain worker; recheckNow asks the site loop to reconcile now.
+	drainKick  chan struct{}
+	recheckNow chan struct{}
+	// started is closed once the first reconcile of Run is done.
+	started     chan struct{}
+	startedOnce sync.Once
+
+	mu           sync.Mutex // guards every field below
+	cfg          SiteConfig
+	root         *safefs.Root
+	rootIno      uint64
+	matchRoots   []string // the root's path as /proc/PID/fd links may show it
+	idx          *index
+	ready        bool // scanned since the root was opened
+	problem      string
+	problemSince time.Time
+	running      int64
+	heldOldest   int64               // oldest newest-mtime among jobs outside the heap
+	sightings    map[string]sighting // job id -> what its pid file named when first seen
+	sightDirty   bool
+	pruned       map[string]int64 // reason -> files pruned (or would-be pruned in observe mode)
+	prunedTotal  int64
+	lastPrune    time.Time
+}
+
+// notScanned is the problem of a site before its first scan (not a condition).
+const notScanned = "not scanned yet"
+
+// sighting is what a job's pid file named when sandboxd first saw it (CONTRACT §8).
+type sighting struct {
+	Pid   int32  `json:"pid"`
+	Ticks uint64 `json:"ticks"` // start time in clock ticks since boot; 0: not alive then
+}
+
+func newSite(m *Manager, cfg SiteConfig, sightings map[string]sighting) *site {
+	if sightings == nil {
+		sightings = map[string]sighting{}
+	}
+	return &site{
+		m: m, cfg: cfg, sem: make(chan struct{}, 1), idx: newIndex(),
+		drainKick: make(chan struct{}, 1), recheckNow: make(chan struct{}, 1), started: make(chan struct{}),
+		sightings: sightings, pruned: map[string]int64{},
+		problem: notScanned, problemSince: m.opts.Now(),
+	}
+}
+
+// setProblemLocked records why the site is not cleaned ("" = fine) and reports a change.
+func (s *site) setProblemLocked(p string) {
+	if p == s.problem {
+		return
+	}
+	was := s.problem
+	s.problem = p
+	s.problemSince = s.m.opts.Now()
+	if was == notScanned && p == "" {
+		return
+	}
+	msg := "site root is fine again"
+	if p != "" {
+		msg = p
+		s.m.opts.Logger.Warn("site not cleaned", "site", s.cfg.Name, "problem", p)
+	}
+	s.m.emit(api.Event{Kind: api.EventCondition, Subject: s.cfg.Name, Message: msg,
+		Fields: map[string]any{"type": api.CondSiteProblem, "status": p != ""}})
+}
+
+// attach opens and vets the root (when not open) or re-checks it (when open): the path
+// must still name the directory we hold, owned by root or the site's owner, and not
+// writable by others without the sticky bit. A bad or missing root is the site's problem;
+// sandboxd never creates it (a launcher that did not create its dir has nothing to prune,
+// and creating it here would decide its owner and mode for the launcher).
+func (s *site) attach() (opened bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.root != nil {
+		var st unix.Stat_t
+		err := unix.Lstat(s.cfg.Path, &st)
+		if err == nil && uint64(st.Dev) == s.root.Dev() && st.Ino == s.rootIno {
+			if p := s.root.CheckOwner(s.allowedUIDs()...); p != "" {
+				s.detachLocked(p)
+			}
+			return false
+		}
+		s.detachLocked("") // replaced or gone: open it again below
+	}
+	r, err := safefs.OpenRoot(s.cfg.Path)
+	if err != nil {
+		s.setProblemLocked(rootProblem(s.cfg.Path, err))
+		return false
+	}
+	if p := r.CheckOwner(s.allowedUIDs()...); p != "" {
+		r.Close()
+		s.setProblemLocked(p)
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(r.Fd(), &st); err != nil {
+		r.Close()
+		s.setProblemLocked(fmt.Sprintf("root %s cannot be examined: %v", s.cfg.Path, err))
+		return false
+	}
+	s.root, s.rootIno = r, st.Ino
+	s.matchRoots = []string{filepath.Clean(s.cfg.Path)}
+	if real, err := filepath.EvalSymlinks(s.cfg.Path); err == nil && real != s.matchRoots[0] {
+		s.matchRoots = append(s.matchRoots, real)
+	}
+	s.ready = false
+	return true
+}
+
+func rootProblem(path string, err error) string {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Sprintf("root %s does not exist (sandboxd does not create it)", path)
+	case errors.Is(err, unix.ELOOP):
+		return fmt.Sprintf("root %s is a symlink", path)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Sprintf("root %s is not a directory", path)
+	}
+	return fmt.Sprintf("root %s cannot be opened: %v", path, err)
+}
+
+func (s *site) allowedUIDs() []uint32 { return append([]uint32{0}, s.cfg.OwnerUIDs...) }
+
+// detachLocked closes the root and forgets the index: a root that went bad is not cleaned.
+func (s *site) detachLocked(problem string) {
+	if s.root != nil {
+		s.root.Close()
+		s.root = nil
+	}
+	s.ready = false
+	s.idx = newIndex()
+	s.running, s.heldOldest = 0, 0
+	if problem != "" {
+		s.setProblemLocked(problem)
+	}
+}
+
+// statName is lstat of a top-level name of the root. Names from getdents and inotify are
+// single components, so a plain statx at the root fd cannot leave it; AT_SYMLINK_NOFOLLOW
+// keeps it from following a link. It costs one syscall, where Root.Lstat opens the parent.
+func statName(rootFd int, name string, stx *unix.Statx_t) error {
+	if name == "" || strings.IndexByte(name, '/') >= 0 || name == "." || name == ".." {
+		return unix.EINVAL
+	}
+	return unix.Statx(rootFd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC,
+		unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_MTIME, stx)
+}
+
+// readPid reads the pid a "<id>.pid" file names; 0 when it names none. O_NONBLOCK and the
+// regular-file check keep a planted FIFO from blocking us.
+func readPid(rootFd int, name string) int32 {
+	fd, err := unix.Openat(rootFd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0
+	}
+	buf := make([]byte, 32)
+	n, _ := unix.Read(fd, buf)
+	if n <= 0 {
+		return 0
+	}
+	return parsePid(buf[:n])
+}
+
+func parsePid(b []byte) int32 {
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, err := strconv.ParseInt(f[0], 10, 32)
+	if err != nil || v <= 0 {
+		return 0
+	}
+	return int32(v)
+}
+
+func isPidFile(name string) bool {
+	return strings.HasSuffix(name, ".pid") && jobID(name)+".pid" == name
+}
+
+func (s *site) markStarted() { s.startedOnce.Do(func() { close(s.started) }) }
