@@ -95,13 +95,51 @@ func (d *decoder) table(prefix string, m map[string]any, fields []field) {
 		key := join(prefix, k)
 		i := slices.IndexFunc(fields, func(f field) bool { return f.name == k })
 		if i < 0 {
-			d.ps.addf(key, "unknown key %s", quoteKey(k))
+			d.ps.addf(key, "unknown key %s%s", quoteKey(k), suggest(k, fields))
 			continue
 		}
 		if err := fields[i].set(d, key, m[k]); err != nil {
 			d.ps.addf(key, "%v (got %s)", err, show(m[k]))
 		}
 	}
+}
+
+// suggest names the known key closest to a misspelt one, if one is close.
+func suggest(k string, fields []field) string {
+	best, bestDist := "", 3
+	for _, f := range fields {
+		if d := editDistance(k, f.name); d < bestDist {
+			best, bestDist = f.name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between two short strings.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func join(prefix, k string) string {

@@ -27,6 +27,8 @@ func lineOf(t *testing.T, src, marker string) int {
 	if i < 0 {
 		t.Fatalf("marker %q not in source", marker)
 	}
+	// A marker may start with newlines to anchor it at the start of a line.
+	i += len(marker) - len(strings.TrimLeft(marker, "\n"))
 	return strings.Count(src[:i], "\n") + 1
 }
 

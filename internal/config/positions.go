@@ -130,6 +130,7 @@ func (s *scanner) header() string {
 	p := ""
 	for j, seg := range segs {
 		p = join(p, seg)
+		s.record(p, line) // a table the header creates implicitly
 		if n, ok := s.arrays[p]; ok && !(aot && j == len(segs)-1) {
 			p = fmt.Sprintf("%s[%d]", p, n-1)
 		}

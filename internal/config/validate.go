@@ -244,7 +244,9 @@ func nameOK(ps *problems, key, name string) bool {
 	return ok
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func commandOK(ps *problems, key string, argv []string) {
 	if len(argv) > 0 && strings.TrimSpace(argv[0]) == "" {
