@@ -1,0 +1,145 @@
+package mountwatch
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// child is a process that mountwatch started and reaps asynchronously. A child caught
+// inside a request to a hung FUSE daemon sits in uninterruptible sleep and cannot be
+// killed; only aborting the connection frees it. So the parent never waits for it on a
+// loop: a goroutine that does nothing but Wait owns it, and expired tells the parent that
+// the timeout passed (the kill was sent) while reaped tells it the process is gone.
+type child struct {
+	start   time.Time
+	expired chan struct{} // closed at the timeout, after the kill
+	reaped  chan struct{} // closed when Wait returned
+
+	mu     sync.Mutex // guards out, err, end
+	out    *lockedBuffer
+	err    error
+	end    time.Time
+	killed bool
+}
+
+// lockedBuffer is a bounded output buffer the exec copier writes while the parent reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := 64<<10 - l.b.Len(); room > 0 {
+		if len(p) > room {
+			l.b.Write(p[:room])
+		} else {
+			l.b.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startChild starts argv (as cred when non-nil) in its own process group, kills the group
+// at timeout and reaps it in a goroutine.
+func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig bool) (*child, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("empty command")
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	c := &child{expired: make(chan struct{}), reaped: make(chan struct{}), out: &lockedBuffer{}}
+	cmd.Stdout = c.out
+	cmd.Stderr = c.out
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	if deathSig {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	c.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	timer := time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		c.killed = true
+		c.mu.Unlock()
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		close(c.expired)
+	})
+	go func() {
+		err := cmd.Wait()
+		timer.Stop()
+		c.mu.Lock()
+		c.err, c.end = err, time.Now()
+		c.mu.Unlock()
+		close(c.reaped)
+	}()
+	return c, nil
+}
+
+// wait blocks until the child is reaped or its timeout expired, and says which.
+func (c *child) wait() (timedOut bool) {
+	select {
+	case <-c.reaped:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.killed
+	case <-c.expired:
+		return true
+	}
+}
+
+// result is the exit error and output once reaped.
+func (c *child) result() (string, error, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String(), c.err, c.end.Sub(c.start)
+}
+
+func (c *child) isReaped() bool {
+	select {
+	case <-c.reaped:
+		return true
+	default:
+		return false
+	}
+}
+
+// runCommand runs argv to completion within timeout and returns its trimmed output. A
+// child that cannot be reaped after the kill is left to its reaper goroutine.
+func runCommand(argv []string, timeout time.Duration) (string, error) {
+	c, err := startChild(argv, nil, timeout, false)
+	if err != nil {
+		return "", err
+	}
+	if c.wait() {
+		select {
+		case <-c.reaped:
+		case <-time.After(2 * time.Second):
+		}
+		return strings.TrimSpace(c.out.String()), fmt.Errorf("%s: timed out after %v", strings.Join(argv, " "), timeout)
+	}
+	out, err, _ := c.result()
+	out = strings.TrimSpace(out)
+	if err != nil {
+		if len(out) > 300 {
+			out = out[len(out)-300:]
+		}
+		return out, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
+	}
+	return out, nil
+}

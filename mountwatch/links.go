@@ -1,0 +1,108 @@
+package mountwatch
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Link states in api.Link.State.
+const (
+	LinkOK          = "ok"
+	LinkMissing     = "missing"      // nothing there (observe mode, or rebuilding failed)
+	LinkEmptyFile   = "empty_file"   // an empty regular file stands in place (geesefs turns symlinks into these)
+	LinkOccupied    = "occupied"     // a non-empty file, a directory or anything else: never removed
+	LinkWrongTarget = "wrong_target" // a symlink to somewhere else: reported, left alone
+	LinkError       = "error"
+)
+
+// verifyLinks checks every configured link with Lstat + Readlink (never following it into
+// the mount) and rebuilds a missing link or one replaced by an empty regular file.
+// Anything holding data is only reported.
+func (w *Watcher) verifyLinks(m *mount) {
+	if len(m.cfg.Links) == 0 {
+		return
+	}
+	out := make([]api.Link, 0, len(m.cfg.Links))
+	for _, l := range m.cfg.Links {
+		state, detail := inspectLink(l)
+		if state == LinkMissing || state == LinkEmptyFile {
+			state = w.rebuildLink(m, l, state)
+		} else if state != LinkOK {
+			w.mu.Lock()
+			w.counters.LinkProblems[m.cfg.Name]++
+			w.mu.Unlock()
+			if w.once(m, "link:"+l.Path+":"+state+":"+detail) {
+				w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("link %s is not a symlink to %s (%s: %s): left alone", l.Path, l.Target, state, detail),
+					map[string]any{"path": l.Path, "target": l.Target, "state": state})
+			}
+		}
+		out = append(out, api.Link{Path: l.Path, Target: l.Target, State: state})
+	}
+	w.mu.Lock()
+	m.links = out
+	w.mu.Unlock()
+}
+
+func inspectLink(l LinkConfig) (state, detail string) {
+	fi, err := os.Lstat(l.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return LinkMissing, ""
+	case err != nil:
+		return LinkError, err.Error()
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, err := os.Readlink(l.Path)
+		if err != nil {
+			return LinkError, err.Error()
+		}
+		if t != l.Target {
+			return LinkWrongTarget, "points to " + t
+		}
+		return LinkOK, ""
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return LinkEmptyFile, ""
+	case fi.Mode().IsRegular():
+		return LinkOccupied, fmt.Sprintf("a regular file of %d bytes", fi.Size())
+	case fi.IsDir():
+		return LinkOccupied, "a directory"
+	}
+	return LinkOccupied, fi.Mode().Type().String()
+}
+
+// rebuildLink replaces a missing link or an empty file with the symlink. The empty file
+// is removed only if it is still empty and still a regular file right before.
+func (w *Watcher) rebuildLink(m *mount, l LinkConfig, state string) string {
+	if w.opts.Observe {
+		if w.once(m, "link:"+l.Path+":"+state) {
+			w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("observe mode: would rebuild link %s -> %s (%s)", l.Path, l.Target, state), map[string]any{"path": l.Path, "state": state})
+		}
+		return state
+	}
+	if state == LinkEmptyFile {
+		if s, _ := inspectLink(l); s != LinkEmptyFile {
+			return s
+		}
+		if err := os.Remove(l.Path); err != nil {
+			return w.linkFailed(m, l, err)
+		}
+	}
+	if err := os.Symlink(l.Target, l.Path); err != nil {
+		return w.linkFailed(m, l, err)
+	}
+	w.mu.Lock()
+	w.counters.LinkRepairs[m.cfg.Name]++
+	w.mu.Unlock()
+	w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("rebuilt link %s -> %s (was %s)", l.Path, l.Target, state), map[string]any{"path": l.Path, "target": l.Target, "was": state})
+	return LinkOK
+}
+
+func (w *Watcher) linkFailed(m *mount, l LinkConfig, err error) string {
+	if w.once(m, "link-err:"+l.Path+":"+err.Error()) {
+		w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("rebuild link %s: %v", l.Path, err), map[string]any{"path": l.Path, "error": err.Error()})
+	}
+	return LinkError
+}

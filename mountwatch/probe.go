@@ -1,0 +1,140 @@
+package mountwatch
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// canaryPrefix is the reserved name prefix of canary files; nothing else in a mount may
+// use it.
+const canaryPrefix = ".sandboxd-canary-"
+
+// probeResult is the one JSON line a probe child prints.
+type probeResult struct {
+	OK    bool   `json:"ok"`
+	Op    string `json:"op,omitempty"`
+	Errno string `json:"errno,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// ProbeMain is the probe child's entry point: the CLI's hidden `sandboxd mount-probe`
+// subcommand calls it with its arguments and exits with the result. It runs in a child so
+// that a hung FUSE mount traps a disposable process in uninterruptible sleep, never a
+// daemon thread (FIELD-NOTES: a stat of the root proves nothing; lookup, readdir and
+// create do). Flags: --path DIR (required), --canary (create+write+fsync+unlink a file
+// under a reserved name), --fsync (only fsync the mount root, before a remount). It prints
+// one JSON line such as {"ok":false,"op":"create","errno":"EACCES"} and returns 0 when
+// healthy, 1 when an operation failed, 2 on bad arguments.
+func ProbeMain(args []string, stdout io.Writer) int {
+	fl := flag.NewFlagSet("mount-probe", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	path := fl.String("path", "", "mount root to probe")
+	canary := fl.Bool("canary", false, "create, write, fsync and unlink a canary file")
+	fsyncOnly := fl.Bool("fsync", false, "only fsync the mount root")
+	if err := fl.Parse(args); err != nil || *path == "" || !filepath.IsAbs(*path) {
+		writeResult(stdout, probeResult{Op: "args", Error: "usage: mount-probe --path ABSDIR [--canary|--fsync]"})
+		return 2
+	}
+	var r probeResult
+	if *fsyncOnly {
+		r = fsyncRoot(*path)
+	} else {
+		r = probe(*path, *canary)
+	}
+	writeResult(stdout, r)
+	if r.OK {
+		return 0
+	}
+	return 1
+}
+
+func writeResult(w io.Writer, r probeResult) {
+	b, _ := json.Marshal(r)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+func fail(op string, err error) probeResult {
+	return probeResult{Op: op, Errno: errnoName(err), Error: err.Error()}
+}
+
+func probe(root string, canary bool) probeResult {
+	name := randomName()
+	// A random name forces a LOOKUP to the daemon; ENOENT is the healthy answer.
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(root, ".sandboxd-probe-"+name), &st); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fail("lookup", err)
+	}
+	d, err := os.Open(root)
+	if err != nil {
+		return fail("opendir", err)
+	}
+	_, err = d.Readdirnames(64)
+	d.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fail("readdir", err)
+	}
+	if !canary {
+		return probeResult{OK: true}
+	}
+	p := filepath.Join(root, canaryPrefix+name)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fail("create", err)
+	}
+	_, werr := f.Write([]byte("sandboxd canary\n"))
+	serr := f.Sync()
+	cerr := f.Close()
+	uerr := os.Remove(p)
+	switch {
+	case werr != nil:
+		return fail("write", werr)
+	case serr != nil:
+		return fail("fsync", serr)
+	case cerr != nil:
+		return fail("close", cerr)
+	case uerr != nil:
+		return fail("unlink", uerr)
+	}
+	return probeResult{OK: true}
+}
+
+// fsyncRoot flushes what the daemon buffers before it is stopped (geesefs uploads on fsync).
+func fsyncRoot(root string) probeResult {
+	d, err := os.Open(root)
+	if err != nil {
+		return fail("open", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return fail("fsync", err)
+	}
+	return probeResult{OK: true}
+}
+
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// errnoName gives the symbolic name of the errno inside err ("EACCES"), or "" if none.
+func errnoName(err error) string {
+	var en syscall.Errno
+	if !errors.As(err, &en) {
+		return ""
+	}
+	if n := unix.ErrnoName(en); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno %d", int(en))
+}

@@ -1,0 +1,133 @@
+package mountwatch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"golang.org/x/sys/unix"
+)
+
+// maybeRemediate starts the remediation worker for an unhealthy mount whose backoff has
+// passed and that has no worker yet.
+func (w *Watcher) maybeRemediate(ctx context.Context, m *mount) {
+	w.mu.Lock()
+	start := m.probed && m.state != api.MountHealthy && m.state != api.MountRemounting &&
+		!m.busy && !time.Now().Before(m.nextRemedy)
+	if start {
+		m.busy = true
+	}
+	w.mu.Unlock()
+	if !start {
+		return
+	}
+	go func() {
+		defer w.release(m)
+		if !w.remediate(ctx, m) {
+			w.mu.Lock()
+			m.nextRemedy = time.Now().Add(w.backoffStep(&m.backoff))
+			w.mu.Unlock()
+		}
+	}()
+}
+
+// remediate walks the ladder once: denied (or EIO with a credential source) → refresh and
+// re-probe; still failing or disconnected → remount; hung → abort the connection, then
+// remount. It reports whether the mount is healthy again.
+func (w *Watcher) remediate(ctx context.Context, m *mount) bool {
+	w.mu.Lock()
+	state, errno, tried := m.state, m.errno, m.refreshTried
+	credSource := m.cfg.CredentialFile != "" || len(m.cfg.RefreshCommand) > 0
+	canRemount := m.cfg.RemountUnit != "" || len(m.cfg.RemountCommand) > 0
+	w.mu.Unlock()
+
+	if (state == api.MountDenied || (state == api.MountDisconnected && errno == "EIO" && credSource)) &&
+		len(m.cfg.RefreshCommand) > 0 && !tried {
+		w.mu.Lock()
+		m.refreshTried = true
+		w.mu.Unlock()
+		if _, ok := w.refresh(ctx, m, "mount is "+state); ok {
+			if o := w.probeNow(m, m.cfg.Canary); o.ok {
+				w.apply(m, o)
+				return true
+			}
+		}
+	}
+	if !canRemount {
+		if w.once(m, "no-remount") {
+			w.emit(api.EventRemount, m.cfg.Name, fmt.Sprintf("mount %s is %s and neither remount_unit nor remount_command is set: left as is", m.cfg.Name, state), nil)
+		}
+		return false
+	}
+	if state == api.MountHung {
+		w.abort(m)
+	}
+	return w.remount(ctx, m, state)
+}
+
+// once reports true the first time key is seen for m, so observe-mode and give-up events
+// are not repeated every backoff.
+func (w *Watcher) once(m *mount, key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if m.observedFix[key] {
+		return false
+	}
+	m.observedFix[key] = true
+	return true
+}
+
+// probeNow runs one probe to completion (for remediation) and returns its outcome.
+func (w *Watcher) probeNow(m *mount, canary bool) outcome {
+	c, err := w.launchProbe(m, canary, false)
+	if err != nil {
+		return outcome{state: api.MountHung, errno: "ETIMEDOUT", op: "probe", msg: err.Error(), at: w.opts.Now()}
+	}
+	return w.collect(m, c)
+}
+
+// abort frees a hung connection by writing to fusectl's abort file: SIGKILL cannot free a
+// caller stuck inside a FUSE request; only aborting the connection does (FIELD-NOTES).
+func (w *Watcher) abort(m *mount) {
+	w.mu.Lock()
+	conn, ok := m.conn, m.hasConn
+	w.counters.Aborts[m.cfg.Name]++
+	w.mu.Unlock()
+	if !ok {
+		w.emit(api.EventMountAbort, m.cfg.Name, "cannot abort: the connection number was never seen", nil)
+		return
+	}
+	file := filepath.Join(w.opts.FusectlDir, strconv.FormatUint(uint64(conn), 10), "abort")
+	if w.opts.Observe {
+		w.emit(api.EventMountAbort, m.cfg.Name, "observe mode: would abort the hung connection by writing "+file, map[string]any{"connection": conn})
+		return
+	}
+	err := w.ensureFusectl()
+	if err == nil {
+		err = os.WriteFile(file, []byte("1"), 0)
+	}
+	if err != nil {
+		w.emit(api.EventMountAbort, m.cfg.Name, fmt.Sprintf("abort connection %d: %v", conn, err), map[string]any{"connection": conn, "error": err.Error()})
+		return
+	}
+	w.emit(api.EventMountAbort, m.cfg.Name, fmt.Sprintf("aborted hung connection %d", conn), map[string]any{"connection": conn})
+}
+
+// ensureFusectl mounts fusectl on FusectlDir unless it is already there.
+func (w *Watcher) ensureFusectl() error {
+	entries, _ := readMountinfo(w.opts.ProcRoot)
+	if e, ok := topmostAt(entries, filepath.Clean(w.opts.FusectlDir)); ok && e.FSType == "fusectl" {
+		return nil
+	}
+	if err := os.MkdirAll(w.opts.FusectlDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", w.opts.FusectlDir, err)
+	}
+	if err := unix.Mount("fusectl", w.opts.FusectlDir, "fusectl", 0, ""); err != nil {
+		return fmt.Errorf("mount fusectl on %s: %w", w.opts.FusectlDir, err)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package mountwatch
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"golang.org/x/sys/unix"
+)
+
+// remount replaces the mount: fsync the root (in a child, with timeout) while the daemon
+// may still hold unflushed writes → lazily detach what is left on the path (a dead mount
+// left there makes the new one fail with ENOTCONN) → restart remount_unit or run
+// remount_command → wait for a new mountinfo entry → canary → rebuild links. The hourly
+// limit and the backoff keep a mount that cannot come back from remount loops.
+func (w *Watcher) remount(ctx context.Context, m *mount, from string) bool {
+	name := m.cfg.Name
+	w.mu.Lock()
+	now := time.Now()
+	kept := m.remountTimes[:0]
+	for _, t := range m.remountTimes {
+		if now.Sub(t) < time.Hour {
+			kept = append(kept, t)
+		}
+	}
+	m.remountTimes = kept
+	limited := len(kept) >= m.cfg.MaxRemountsPerHour
+	w.mu.Unlock()
+	if w.opts.Observe {
+		w.count(m, "observed")
+		w.emit(api.EventRemount, name, fmt.Sprintf("observe mode: would remount %s (%s) from state %s", name, m.cfg.Path, from), map[string]any{"result": "observed"})
+		return false
+	}
+	if limited {
+		w.count(m, "skipped")
+		w.emit(api.EventRemount, name, fmt.Sprintf("remount of %s skipped: max_remounts_per_hour (%d) reached", name, m.cfg.MaxRemountsPerHour), map[string]any{"result": "skipped"})
+		return false
+	}
+	w.mu.Lock()
+	m.remountTimes = append(m.remountTimes, now)
+	m.remounting = true
+	old, wasPresent := m.entry, m.present
+	ev := m.setState(api.MountRemounting, "", "", "", w.opts.Now())
+	w.mu.Unlock()
+	w.emitTransition(m, ev)
+	err := w.doRemount(ctx, m, from, old, wasPresent)
+	w.mu.Lock()
+	m.remounting = false
+	m.remounts++
+	w.mu.Unlock()
+	if err != nil {
+		w.count(m, "failed")
+		w.mu.Lock()
+		ev := m.setState(from, "", "", "", w.opts.Now())
+		m.failStreak = 0
+		m.nextProbe = time.Time{}
+		w.mu.Unlock()
+		w.emitTransition(m, ev)
+		w.emit(api.EventRemount, name, fmt.Sprintf("remount of %s failed: %v", name, err), map[string]any{"result": "failed", "error": err.Error()})
+		return false
+	}
+	w.count(m, "ok")
+	w.emit(api.EventRemount, name, fmt.Sprintf("remounted %s (%s), was %s", name, m.cfg.Path, from), map[string]any{"result": "ok"})
+	w.verifyLinks(m)
+	return true
+}
+
+func (w *Watcher) count(m *mount, result string) {
+	w.mu.Lock()
+	w.counters.Remounts[m.cfg.Name][result]++
+	w.mu.Unlock()
+}
+
+func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old mountEntry, wasPresent bool) error {
+	name, path := m.cfg.Name, m.cfg.Path
+	if wasPresent && from == api.MountDenied {
+		// The daemon is alive: let it flush pending uploads before it is stopped.
+		if c, err := w.launchProbe(m, false, true); err == nil {
+			if o := w.collect(m, c); !o.ok {
+				w.emit(api.EventRemount, name, fmt.Sprintf("fsync of the mount root failed (%s %s); remounting anyway", o.state, o.errno), nil)
+			}
+		}
+	}
+	oldID := -1 // after a successful detach, any FUSE mount on the path is the new one (IDs are reused)
+	if wasPresent {
+		oldID = old.MountID
+		if err := w.detach(path); err != nil {
+			w.emit(api.EventRemount, name, fmt.Sprintf("lazy unmount of %s: %v", path, err), nil)
+		} else {
+			oldID = -1
+			w.emit(api.EventRemount, name, fmt.Sprintf("lazily unmounted the old mount on %s", path), map[string]any{"mount_id": old.MountID})
+		}
+	}
+	w.maybeGuard(m)
+	if m.cfg.RemountUnit != "" {
+		if w.opts.Restarter == nil {
+			return fmt.Errorf("restart %s: no systemd connection", m.cfg.RemountUnit)
+		}
+		cctx, cancel := context.WithTimeout(ctx, w.opts.CommandTimeout)
+		res, err := w.opts.Restarter.RestartUnit(cctx, m.cfg.RemountUnit)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("restart %s: %w", m.cfg.RemountUnit, err)
+		}
+		if res != "done" {
+			return fmt.Errorf("restart %s: job %s", m.cfg.RemountUnit, res)
+		}
+		w.emit(api.EventRemount, name, "restarted unit "+m.cfg.RemountUnit, map[string]any{"unit": m.cfg.RemountUnit})
+	} else {
+		out, err := runCommand(m.cfg.RemountCommand, w.opts.CommandTimeout)
+		if err != nil {
+			return fmt.Errorf("remount_command: %w", err)
+		}
+		w.emit(api.EventCommand, name, "ran remount_command", map[string]any{"command": m.cfg.RemountCommand, "output": out})
+	}
+	if err := w.waitEntry(ctx, m, oldID); err != nil {
+		return err
+	}
+	o := w.probeNow(m, true)
+	if !o.ok {
+		return fmt.Errorf("canary after remount: %s %s on %s", o.state, o.errno, o.op)
+	}
+	o.ok = true
+	w.mu.Lock()
+	m.remounting = false
+	w.mu.Unlock()
+	w.apply(m, o)
+	return nil
+}
+
+// detach lazily unmounts the topmost mount on path: `umount -l` without path
+// canonicalisation (which would stat the dead mount's root), the syscall if umount is absent.
+func (w *Watcher) detach(path string) error {
+	if bin, err := exec.LookPath("umount"); err == nil {
+		_, err := runCommand([]string{bin, "-l", "-c", path}, w.opts.CommandTimeout)
+		if err != nil && strings.Contains(err.Error(), "not mounted") {
+			return nil
+		}
+		return err
+	}
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount2 %s: %w", path, err)
+	}
+	return nil
+}
+
+// waitEntry polls mountinfo until a FUSE mount other than oldID (-1: any) sits on the path.
+func (w *Watcher) waitEntry(ctx context.Context, m *mount, oldID int) error {
+	deadline := time.Now().Add(w.opts.CommandTimeout)
+	for {
+		entries, _ := readMountinfo(w.opts.ProcRoot)
+		if e, ok := topmostAt(entries, m.cfg.Path); ok && isFUSE(e.FSType) && e.MountID != oldID {
+			w.mu.Lock()
+			m.entry, m.present, m.conn, m.hasConn = e, true, e.Minor, true
+			w.mu.Unlock()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no new FUSE mount on %s within %v", m.cfg.Path, w.opts.CommandTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

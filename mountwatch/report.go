@@ -1,0 +1,209 @@
+package mountwatch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Snapshot lists the configured mounts in config order, as GET /v1/status shows them.
+func (w *Watcher) Snapshot() []api.Mount {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]api.Mount, 0, len(w.mounts))
+	for _, m := range w.mounts {
+		out = append(out, m.view())
+	}
+	return out
+}
+
+// Others lists the FUSE mounts seen in mountinfo that are not configured (not probed:
+// State is empty).
+func (w *Watcher) Others() []api.Mount {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]api.Mount(nil), w.others...)
+}
+
+// view renders m; caller holds w.mu.
+func (m *mount) view() api.Mount {
+	v := api.Mount{
+		Name: m.cfg.Name, Path: m.cfg.Path, FSType: m.entry.FSType, Source: m.entry.Source,
+		Required: m.cfg.Required, State: m.state, Errno: m.errno, Since: m.since,
+		LastProbeSeconds: m.lastProbeDur, RemountsTotal: m.remounts, Links: []api.Link{},
+	}
+	if !m.lastProbeAt.IsZero() {
+		t := m.lastProbeAt
+		v.LastProbeAt = &t
+	}
+	if m.cred.known {
+		t := m.cred.expires
+		v.CredentialExpiresAt = &t
+	}
+	if len(m.links) > 0 {
+		v.Links = append([]api.Link(nil), m.links...)
+	}
+	return v
+}
+
+// detail is the fingerprint line of an unhealthy mount; caller holds w.mu.
+func (m *mount) detail() string {
+	if !m.probed {
+		return fmt.Sprintf("mount %s (%s) has not been probed yet", m.cfg.Name, m.cfg.Path)
+	}
+	s := fmt.Sprintf("mount %s (%s) is %s since %s", m.cfg.Name, m.cfg.Path, m.state, m.since.UTC().Format(time.RFC3339))
+	if m.errno != "" {
+		s += ": " + m.errno
+		if m.op != "" {
+			s += " on " + m.op
+		}
+	}
+	if m.cred.known && m.cred.expired(time.Now()) {
+		s += fmt.Sprintf(" (credential expired at %s)", m.cred.expires.UTC().Format(time.RFC3339))
+	}
+	return s
+}
+
+func (m *mount) healthy() bool { return m.probed && m.state == api.MountHealthy }
+
+// Conditions returns a MountUnavailable condition for every unhealthy mount: critical
+// when the mount is required, a warning otherwise.
+func (w *Watcher) Conditions() []api.Condition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []api.Condition
+	for _, m := range w.mounts {
+		if m.healthy() || (!m.probed && m.state != api.MountMissing) {
+			continue
+		}
+		sev := api.HealthWarning
+		if m.cfg.Required {
+			sev = api.HealthCritical
+		}
+		out = append(out, api.Condition{Type: api.CondMountUnavailable, Subject: m.cfg.Name, Status: true,
+			Reason: m.state, Message: m.detail(), Since: m.since, Severity: sev})
+	}
+	return out
+}
+
+// Check is the launch call's step 3 (CONTRACT §5): every required mount and every named
+// one must be healthy. unknown lists names not configured (the daemon answers not_found);
+// detail is the fingerprint line for mount_unavailable, one clause per failing mount.
+func (w *Watcher) Check(names []string) (mounts []api.Mount, unknown []string, detail string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	known := map[string]bool{}
+	var bad []string
+	for _, m := range w.mounts {
+		known[m.cfg.Name] = true
+		if !m.cfg.Required && !want[m.cfg.Name] {
+			continue
+		}
+		mounts = append(mounts, m.view())
+		if !m.healthy() {
+			bad = append(bad, m.detail())
+		}
+	}
+	for _, n := range names {
+		if !known[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	return mounts, unknown, strings.Join(bad, "; "), len(bad) == 0 && len(unknown) == 0
+}
+
+// Counters returns a copy of the counters for the metrics.
+func (w *Watcher) Counters() Counters {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counters.clone()
+}
+
+// Resume is the resume hook's part (CONTRACT §6.1): every credential past its refresh
+// point is refreshed, then every mount is probed now (in parallel, as its owner), so the
+// status right after a resume is current. It answers the refresh actions.
+func (w *Watcher) Resume(ctx context.Context) []api.Action {
+	entries, _ := readMountinfo(w.opts.ProcRoot)
+	w.mu.Lock()
+	w.discover(entries)
+	mounts := append([]*mount(nil), w.mounts...)
+	w.mu.Unlock()
+	var (
+		wg      sync.WaitGroup
+		amu     sync.Mutex
+		actions []api.Action
+	)
+	for _, m := range mounts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if a, ok := w.resumeRefresh(ctx, m); ok {
+				amu.Lock()
+				actions = append(actions, a)
+				amu.Unlock()
+			}
+			w.resumeProbe(ctx, m)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	amu.Lock()
+	defer amu.Unlock()
+	return append([]api.Action(nil), actions...)
+}
+
+func (w *Watcher) resumeRefresh(ctx context.Context, m *mount) (api.Action, bool) {
+	if m.cfg.CredentialFile == "" || len(m.cfg.RefreshCommand) == 0 {
+		return api.Action{}, false
+	}
+	w.reloadCredential(m)
+	w.mu.Lock()
+	due := m.cred.due(w.opts.Now()) || !m.cred.known
+	start := due && !m.busy
+	if start {
+		m.busy = true
+	}
+	w.mu.Unlock()
+	if !due {
+		return api.Action{}, false
+	}
+	if !start {
+		return api.Action{Source: m.cfg.Name, Path: m.cfg.CredentialFile, Kind: api.ActionCommand,
+			Status: api.ActionSkipped, Error: "a refresh or remount is already running"}, true
+	}
+	defer w.release(m)
+	return w.refresh(ctx, m, "resume")
+}
+
+func (w *Watcher) resumeProbe(ctx context.Context, m *mount) {
+	w.mu.Lock()
+	present, remounting := m.present, m.remounting
+	w.mu.Unlock()
+	if remounting {
+		return
+	}
+	if !present {
+		w.apply(m, outcome{state: api.MountMissing, msg: "not mounted", at: w.opts.Now()})
+		return
+	}
+	c, err := w.launchProbe(m, m.cfg.Canary, false)
+	if err != nil {
+		w.apply(m, w.hungOutcome(m, "the last probe is still outstanding"))
+		return
+	}
+	if o := w.collect(m, c); o.ok || o.state != "" {
+		w.apply(m, o)
+	}
+}

@@ -1,0 +1,214 @@
+package mountwatch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Watcher probes the configured FUSE mounts and heals them. Its supervisor loop (Run)
+// never touches a mount itself: probes and fsyncs run in child processes, and each
+// mount's refresh or remediation runs in at most one worker goroutine at a time.
+type Watcher struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex // guards mounts, others, counters and every field of each mount
+	mounts   []*mount
+	others   []api.Mount
+	counters Counters
+
+	reconf chan struct{}
+}
+
+// mount is the watcher's view of one configured mount; w.mu guards every field.
+type mount struct {
+	cfg MountConfig
+
+	entry   mountEntry // topmost mountinfo entry at the path, when present
+	present bool       // a FUSE mount sits at the path
+	conn    uint32     // connection number, recorded while mounted (abort needs it after umount -l)
+	hasConn bool
+
+	probed     bool // at least one round finished
+	state      string
+	errno, op  string
+	since      time.Time
+	failStreak int
+
+	lastProbeAt  time.Time
+	lastProbeDur float64
+	nextProbe    time.Time // monotonic
+	probe        *child    // the one outstanding probe child, nil when none
+
+	busy         bool // a refresh or remediation worker runs
+	remounting   bool
+	refreshTried bool // refresh already tried in this unhealthy episode
+	nextRemedy   time.Time
+	backoff      time.Duration
+	remountTimes []time.Time
+	remounts     int64
+
+	cred        credential
+	credStamp   fileStamp
+	credNextTry time.Time
+	credBackoff time.Duration
+
+	links       []api.Link
+	guarded     bool
+	observedFix map[string]bool // observe mode: what was already reported as "would do"
+}
+
+// New validates the options and returns a Watcher; Run starts it.
+func New(opts Options) (*Watcher, error) {
+	ms, err := validateMounts(opts.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.FusectlDir == "" {
+		opts.FusectlDir = "/sys/fs/fuse/connections"
+	}
+	if len(opts.ProbeCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the probe binary: %w", err)
+		}
+		opts.ProbeCommand = []string{exe, "mount-probe"}
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = defaultCommandTimeout
+	}
+	if opts.RetryBase <= 0 {
+		opts.RetryBase = time.Second
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 5 * time.Minute
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w := &Watcher{opts: opts, log: log, reconf: make(chan struct{}, 1)}
+	w.counters = newCounters()
+	w.mounts = w.build(ms, nil)
+	return w, nil
+}
+
+// build makes the mount list for cfgs, keeping the state of mounts whose name and path
+// did not change.
+func (w *Watcher) build(cfgs []MountConfig, old []*mount) []*mount {
+	byName := map[string]*mount{}
+	for _, m := range old {
+		byName[m.cfg.Name] = m
+	}
+	out := make([]*mount, 0, len(cfgs))
+	for _, c := range cfgs {
+		if m, ok := byName[c.Name]; ok && m.cfg.Path == c.Path {
+			m.cfg = c
+			out = append(out, m)
+			continue
+		}
+		out = append(out, &mount{cfg: c, state: api.MountMissing, since: w.opts.Now(), observedFix: map[string]bool{}})
+		w.counters.ensure(c.Name)
+	}
+	return out
+}
+
+// Reconfigure replaces the mount list; mounts whose name and path stay keep their state.
+func (w *Watcher) Reconfigure(mounts []MountConfig) error {
+	ms, err := validateMounts(mounts)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.mounts = w.build(ms, w.mounts)
+	w.mu.Unlock()
+	w.emit(api.EventConfig, "mounts", fmt.Sprintf("%d mounts configured", len(ms)), nil)
+	select {
+	case w.reconf <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run is the supervisor loop: discovery, probe rounds, credential checks against the
+// wall clock, remediation scheduling. It returns nil when ctx ends; probe children still
+// stuck in a hung mount are left to their reapers.
+func (w *Watcher) Run(ctx context.Context) error {
+	tick := w.opts.Tick
+	w.mu.Lock()
+	for _, m := range w.mounts {
+		if m.cfg.ProbeInterval < tick {
+			tick = m.cfg.ProbeInterval
+		}
+	}
+	w.mu.Unlock()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := time.Now()
+	w.step(ctx, 0)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.reconf:
+			w.step(ctx, 0)
+		case now := <-t.C:
+			w.step(ctx, now.Sub(last))
+			last = now
+		}
+	}
+}
+
+// step is one pass of the loop over every mount. It never blocks on a mount.
+func (w *Watcher) step(ctx context.Context, elapsed time.Duration) {
+	entries, err := readMountinfo(w.opts.ProcRoot)
+	if err != nil && len(entries) == 0 {
+		w.log.Warn("mountwatch: cannot read mountinfo", "err", err)
+	}
+	now := time.Now()
+	w.mu.Lock()
+	mounts := append([]*mount(nil), w.mounts...)
+	w.discover(entries)
+	w.mu.Unlock()
+	for _, m := range mounts {
+		w.mu.Lock()
+		if elapsed > 0 && m.probed && m.state != api.MountHealthy {
+			w.counters.UnhealthySeconds[m.cfg.Name] += elapsed.Seconds()
+		}
+		due := !m.remounting && !now.Before(m.nextProbe)
+		if due {
+			m.nextProbe = now.Add(m.cfg.ProbeInterval)
+		}
+		w.mu.Unlock()
+		w.checkCredential(ctx, m)
+		if due {
+			w.round(ctx, m)
+			w.verifyLinks(m)
+		}
+		w.maybeGuard(m)
+		w.maybeRemediate(ctx, m)
+	}
+}
+
+func (w *Watcher) emit(kind, subject, msg string, fields map[string]any) {
+	w.log.Info("mountwatch: "+msg, "kind", kind, "subject", subject)
+	if w.opts.Events != nil {
+		w.opts.Events(api.Event{Time: w.opts.Now(), Kind: kind, Subject: subject, Message: msg, Fields: fields})
+	}
+}
