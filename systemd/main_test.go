@@ -27,6 +27,8 @@ func runHelper(role string) error {
 		return activationHelper()
 	case "notify":
 		return notifyHelper()
+	case "restart":
+		return restartHelper()
 	}
 	return fmt.Errorf("unknown helper role %q", role)
 }

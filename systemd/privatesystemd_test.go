@@ -1,0 +1,275 @@
+package systemd
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// privateSystemd is a real systemd running as PID 1 of a private PID, mount, cgroup, UTS
+// and IPC namespace (FIELD-NOTES, "This machine, for tests"). Its /run is a directory
+// of the test (so the test reaches its sockets from outside), /etc/systemd/system is an
+// empty tmpfs, and its cgroups are a subtree of the test's own: it boots only
+// sandboxd-test.target and touches nothing of the host. Killing its PID 1 ends it all.
+type privateSystemd struct {
+	t   *testing.T
+	run string // host path of the namespace's /run
+	pid int    // host pid of the namespace's PID 1
+}
+
+const testTarget = "sandboxd-test.target"
+
+// startPrivateSystemd boots systemd with units (name -> text) in its /run/systemd/system.
+func startPrivateSystemd(t *testing.T, units map[string]string) *privateSystemd {
+	t.Helper()
+	testenv.RequireRoot(t)
+	sd := testenv.RequireCommand(t, "/lib/systemd/systemd")
+	for _, c := range []string{"unshare", "nsenter", "systemctl", "mount"} {
+		testenv.RequireCommand(t, c)
+	}
+	dir := t.TempDir()
+	p := &privateSystemd{t: t, run: filepath.Join(dir, "run")}
+	unitDir := filepath.Join(p.run, "systemd", "system")
+	if err := os.MkdirAll(unitDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	units[testTarget] = "[Unit]\nDescription=sandboxd test target\nDefaultDependencies=no\n"
+	for name, text := range units {
+		if err := os.WriteFile(filepath.Join(unitDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cgroups := makeCgroups(t, fmt.Sprintf("sandboxd-systemd-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	script := bootScript(dir, p, cgroups, sd)
+	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
+		"--uts", "--ipc", "/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), "SYSTEMD_COLORS=0")
+	logf, err := os.Create(filepath.Join(dir, "unshare.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// If the test binary dies, unshare dies, and --kill-child takes the namespace along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.pid > 0 {
+			syscall.Kill(p.pid, syscall.SIGKILL) // PID 1 of the namespace: the kernel ends the rest
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		removeCgroups(t, cgroups)
+		if t.Failed() {
+			h, _ := os.ReadFile(filepath.Join(p.run, "helper.log"))
+			u, _ := os.ReadFile(filepath.Join(dir, "unshare.log"))
+			t.Logf("services' log (/run/helper.log):\n%s\nunshare:\n%s", tail(h, 40), u)
+		}
+	})
+
+	// PID 1 of the namespace is unshare's only child.
+	waitFor(t, "the namespace's PID 1", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 1 {
+			p.pid, _ = strconv.Atoi(f[0])
+		}
+		return p.pid > 0
+	})
+	waitFor(t, "the private systemd to finish booting", func() bool {
+		out, _ := p.systemctl("is-system-running")
+		s := strings.TrimSpace(out)
+		return s == "running" || s == "degraded"
+	})
+	return p
+}
+
+// systemctl runs systemctl inside the namespace and returns its combined output.
+func (p *privateSystemd) systemctl(args ...string) (string, error) {
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(p.pid), "-p", "-m", "systemctl", "--no-pager"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// show answers `systemctl show -p` for unit as a map.
+func (p *privateSystemd) show(unit string, props ...string) map[string]string {
+	p.t.Helper()
+	out, err := p.systemctl("show", "-p", strings.Join(props, ","), unit)
+	if err != nil {
+		p.t.Fatalf("systemctl show %s: %v\n%s", unit, err, out)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func bootScript(dir string, p *privateSystemd, cgroups []cgroupDir, sd string) string {
+	var b strings.Builder
+	q := strconv.Quote
+	fmt.Fprintln(&b, "set -eu")
+	for _, c := range cgroups {
+		fmt.Fprintf(&b, "echo 0 > %s\n", q(filepath.Join(c.dir, "cgroup.procs")))
+	}
+	fmt.Fprintf(&b, "mount --bind %s /run\n", q(p.run))
+	fmt.Fprintln(&b, "mount -t tmpfs -o size=1m,mode=0755 sandboxd-test /etc/systemd/system")
+	// systemd remounts /sys/fs/cgroup read-only and creates hierarchies in it: give it a
+	// private tmpfs holding only our own cgroups, rooted there by a cgroup namespace.
+	stage := filepath.Join(dir, "cgroup-stage")
+	fmt.Fprintf(&b, "mkdir -p %s && mount --rbind /sys/fs/cgroup %s\n", q(stage), q(stage))
+	if !slices.ContainsFunc(cgroups, func(c cgroupDir) bool { return c.mountpoint == "/sys/fs/cgroup" }) {
+		fmt.Fprintln(&b, "mount -t tmpfs -o mode=0755 sandboxd-test-cgroup /sys/fs/cgroup")
+	}
+	for _, c := range cgroups {
+		src := filepath.Join(stage, strings.TrimPrefix(c.dir, "/sys/fs/cgroup"))
+		fmt.Fprintf(&b, "mkdir -p %s && mount --bind %s %s\n", q(c.mountpoint), q(src), q(c.mountpoint))
+	}
+	fmt.Fprintf(&b, "umount -l %s\n", q(stage))
+	fmt.Fprintf(&b, "exec unshare --cgroup %s --system --unit=%s --log-level=info --log-color=no\n", sd, testTarget)
+	return b.String()
+}
+
+// cgroupDir is the test's own sub-cgroup in one hierarchy.
+type cgroupDir struct {
+	mountpoint string // where the hierarchy is mounted, e.g. /sys/fs/cgroup/systemd
+	dir        string // the sub-cgroup's directory on the host
+}
+
+// makeCgroups creates name under the test's cgroup in every hierarchy mounted below
+// /sys/fs/cgroup, so the private systemd's cgroups stay a subtree of ours.
+func makeCgroups(t *testing.T, name string) []cgroupDir {
+	t.Helper()
+	type mnt struct {
+		point, root, fstype string
+		opts                []string
+	}
+	var mounts []mnt
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 || (g[0] != "cgroup" && g[0] != "cgroup2") {
+			continue
+		}
+		if !strings.HasPrefix(f[4], "/sys/fs/cgroup") {
+			continue
+		}
+		mounts = append(mounts, mnt{point: f[4], root: f[3], fstype: g[0], opts: strings.Split(g[2], ",")})
+	}
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []cgroupDir
+	t.Cleanup(func() { removeCgroups(t, out) })
+	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ctrls, path := parts[1], parts[2]
+		i := slices.IndexFunc(mounts, func(m mnt) bool {
+			if ctrls == "" {
+				return m.fstype == "cgroup2"
+			}
+			return m.fstype == "cgroup" && !slices.ContainsFunc(strings.Split(ctrls, ","), func(c string) bool { return !slices.Contains(m.opts, c) })
+		})
+		if i < 0 {
+			continue // hierarchy not mounted: nothing to confine
+		}
+		m := mounts[i]
+		rel, err := filepath.Rel(m.root, path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		parent := filepath.Join(m.point, rel)
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatalf("create cgroup %s: %v", dir, err)
+		}
+		out = append(out, cgroupDir{mountpoint: m.point, dir: dir})
+		if slices.Contains(m.opts, "cpuset") {
+			// A v1 cpuset cgroup starts with no cpus and mems, and takes no process.
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(parent, f))
+				if err == nil {
+					err = os.WriteFile(filepath.Join(dir, f), v, 0o644)
+				}
+				if err != nil {
+					t.Fatalf("cpuset %s: %v", f, err)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// removeCgroups removes the test's sub-cgroups, children first, once their processes
+// are gone (the kernel takes a moment to empty them after PID 1 is killed).
+func removeCgroups(t *testing.T, cgroups []cgroupDir) {
+	for _, c := range cgroups {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			err := removeTree(c.dir)
+			if err == nil || os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("remove cgroup %s: %v", c.dir, err)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// removeTree rmdirs a cgroup directory and its child cgroups (cgroupfs files cannot be
+// unlinked; rmdir of an empty cgroup removes them).
+func removeTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return syscall.Rmdir(dir)
+}
+
+func tail(b []byte, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
