@@ -1,0 +1,299 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
+	"golang.org/x/sys/unix"
+)
+
+// ladderRun is the per-run context of the ladder.
+type ladderRun struct {
+	caches    []*cache // on this filesystem, in ladder order
+	mounts    []string // every mount point of the host
+	sitesDone *bool    // rung 1 is global: it runs once per reclaim
+	walks     int64    // directory reads and Size walks
+}
+
+// openRoot is an open cache root with its owner.
+type openRoot struct {
+	root     *safefs.Root
+	uid, gid uint32
+	err      error
+}
+
+// ladder walks the rungs of CONTRACT §6.2 on one filesystem, stopping as soon as it is
+// satisfied. Each rung that frees less than it estimated simply leaves the filesystem
+// unsatisfied, so the next entries and the next rung follow: that is the escalation.
+func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
+	f.ran = true
+	roots := map[*cache]*openRoot{}
+	defer func() {
+		for _, o := range roots {
+			if o.root != nil {
+				o.root.Close()
+			}
+		}
+	}()
+	open := func(c *cache) *openRoot {
+		if o, ok := roots[c]; ok {
+			return o
+		}
+		o := &openRoot{}
+		root, st, err := openCache(c)
+		if err != nil {
+			o.err = err
+			f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped, Error: err.Error()})
+			r.emit(api.EventRefusal, c.Name, fmt.Sprintf("cache %s skipped: %v", c.Path, err), map[string]any{"cache": c.Path})
+		} else {
+			o.root, o.uid, o.gid = root, st.Uid, st.Gid
+		}
+		roots[c] = o
+		return o
+	}
+	steps := []func(context.Context, *fsRun, *ladderRun, func(*cache) *openRoot){
+		r.rungTrash, r.rungSites, r.rungGC, r.rungEntries, r.rungWhole,
+	}
+	for _, step := range steps {
+		if f.satisfied() || ctx.Err() != nil || f.err != nil {
+			break
+		}
+		step(ctx, f, lr, open)
+	}
+	f.belowReplace = underReplace(f.cur)
+}
+
+func (f *fsRun) add(a api.Action) { f.actions = append(f.actions, a) }
+
+// rungTrash empties what an earlier run left in the caches' trash (a crash, a deadline).
+func (r *Reclaimer) rungTrash(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+	if f.simulate != "" {
+		return
+	}
+	for _, c := range lr.caches {
+		o := open(c)
+		if o.root == nil {
+			continue
+		}
+		if a, ok := r.emptyTrash(ctx, o.root, c, &lr.walks); ok {
+			f.add(a)
+			f.remeasure(ctx, a.FreedBytes, a.FreedFiles)
+		}
+	}
+}
+
+// rungSites is rung 1: expired site entries, through the daemon's retention.
+func (r *Reclaimer) rungSites(ctx context.Context, f *fsRun, lr *ladderRun, _ func(*cache) *openRoot) {
+	if r.opts.PruneSites == nil || *lr.sitesDone {
+		return
+	}
+	*lr.sitesDone = true
+	acts := r.opts.PruneSites(ctx, f.simulate != "")
+	var b, n int64
+	for _, a := range acts {
+		if f.simulate != "" && a.Status == api.ActionPlanned && r.opts.Observe {
+			a.Status = api.ActionObserved
+		}
+		b += a.FreedBytes
+		n += a.FreedFiles
+		f.add(a)
+	}
+	if len(acts) > 0 {
+		f.remeasure(ctx, b, n)
+	}
+}
+
+// rungGC is rung 2: each cache's own garbage collection, which keeps what is referenced.
+func (r *Reclaimer) rungGC(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+	for _, c := range lr.caches {
+		if f.satisfied() || ctx.Err() != nil {
+			return
+		}
+		argv := commandFor(c, false)
+		if len(argv) == 0 {
+			continue
+		}
+		if a, ok := r.command(ctx, f, c, argv, open); ok {
+			f.add(a)
+		}
+	}
+}
+
+// command runs one gc or wipe command as a ladder step and re-measures. ok is false when
+// the tool is not installed (nothing to report for a discovered kind's optional tool).
+func (r *Reclaimer) command(ctx context.Context, f *fsRun, c *cache, argv []string, open func(*cache) *openRoot) (api.Action, bool) {
+	a := api.Action{Source: c.source(), Path: c.Path + ": " + joinArgs(argv), Kind: api.ActionCommand}
+	if _, err := r.opts.LookPath(argv[0]); err != nil {
+		if c.kind != declaredKind {
+			return a, false
+		}
+		a.Status, a.Error = api.ActionSkipped, fmt.Sprintf("%s not installed", argv[0])
+		return a, true
+	}
+	if f.simulate != "" {
+		a.Status = f.simulate
+		return a, true
+	}
+	if why := r.idle(c); why != "" {
+		a.Status, a.Error = api.ActionSkipped, why
+		r.emit(api.EventCommand, c.Name, fmt.Sprintf("skipped %s for %s: %s", joinArgs(argv), c.Path, why), map[string]any{"cache": c.Path})
+		return a, true
+	}
+	o := open(c)
+	if o.root == nil {
+		a.Status, a.Error = api.ActionSkipped, o.err.Error()
+		return a, true
+	}
+	before := f.cur
+	err := r.runCommand(ctx, c, argv, o.uid, o.gid)
+	f.remeasure(ctx, 0, 0)
+	a.FreedBytes = int64(f.cur.AvailBytes) - int64(before.AvailBytes)
+	a.FreedFiles = int64(f.cur.FilesFree) - int64(before.FilesFree)
+	a.Status = api.ActionDone
+	if err != nil {
+		a.Status, a.Error = api.ActionFailed, err.Error()
+	}
+	return a, true
+}
+
+// rungEntries is rung 3: cache entries, oldest first, never one younger than MinAge.
+func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+	cutoff := r.opts.Now().Add(-r.opts.MinAge)
+	var all []*entry
+	for _, c := range lr.caches {
+		if c.Ladder == LadderGC || r.idle(c) != "" {
+			continue // a busy tool's files stay: deleting under a running install breaks it
+		}
+		o := open(c)
+		if o.root == nil {
+			continue
+		}
+		l := &lister{ctx: ctx, root: o.root, c: c, mounts: mountsUnder(lr.mounts, c.Path), walks: &lr.walks}
+		for _, e := range l.list() {
+			if e.age.Before(cutoff) {
+				all = append(all, &e)
+			}
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].cache.Order != all[j].cache.Order {
+			return all[i].cache.Order < all[j].cache.Order
+		}
+		return all[i].age.Before(all[j].age)
+	})
+	for i := 0; i < len(all) && !f.satisfied() && ctx.Err() == nil && f.err == nil; {
+		needB, needF := f.deficit()
+		var batch []*entry
+		var estB, estF int64
+		for ; i < len(all) && (estB < needB || estF < needF) && len(batch) < 10_000; i++ {
+			e := all[i]
+			sizeEntry(ctx, open(e.cache).root, e, r.opts.SizeBudget, &lr.walks)
+			// An entry whose files are all hard-linked elsewhere frees nothing: leave it.
+			if e.bytes == 0 && (needF == 0 || e.files == 0) {
+				continue
+			}
+			batch = append(batch, e)
+			estB += e.bytes
+			estF += e.files
+		}
+		if len(batch) == 0 {
+			break
+		}
+		r.deleteGrouped(ctx, f, batch, open)
+		f.remeasure(ctx, estB, estF)
+	}
+}
+
+// deleteGrouped deletes a batch, one action per cache.
+func (r *Reclaimer) deleteGrouped(ctx context.Context, f *fsRun, batch []*entry, open func(*cache) *openRoot) {
+	var order []*cache
+	by := map[*cache][]*entry{}
+	for _, e := range batch {
+		if _, ok := by[e.cache]; !ok {
+			order = append(order, e.cache)
+		}
+		by[e.cache] = append(by[e.cache], e)
+	}
+	for _, c := range order {
+		f.add(r.deleteEntries(ctx, open(c).root, c, by[c], f.simulate))
+	}
+}
+
+// rungWhole is rung 4: whole caches and the tools' wipe commands, where ladder = all.
+func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+	for _, c := range lr.caches {
+		if f.satisfied() || ctx.Err() != nil || f.err != nil {
+			return
+		}
+		if c.Ladder != LadderAll || r.idle(c) != "" {
+			continue
+		}
+		o := open(c)
+		if o.root == nil {
+			continue
+		}
+		lr.walks++
+		u, err := o.root.Size(ctx, "", r.opts.SizeBudget)
+		_, needF := f.deficit()
+		if err == nil && u.Bytes == 0 && (needF == 0 || u.Files+u.Dirs == 0) {
+			f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped,
+				Error: "would free nothing: its files are hard-linked elsewhere or it is empty"})
+			continue
+		}
+		if argv := commandFor(c, true); len(argv) > 0 {
+			if a, ok := r.command(ctx, f, c, argv, open); ok {
+				if a.Status == f.simulate {
+					a.FreedBytes, a.FreedFiles = u.Bytes, u.Files+u.Dirs
+				}
+				f.add(a)
+				if a.Status == api.ActionDone || a.Status == f.simulate && f.simulate != "" {
+					if f.simulate != "" {
+						f.remeasure(ctx, u.Bytes, u.Files+u.Dirs)
+					}
+					continue
+				}
+			}
+		}
+		r.deleteWhole(ctx, f, lr, c, o.root, u)
+	}
+}
+
+// deleteWhole deletes every top-level entry of a cache (the root itself stays, so the
+// tool's own layout and permissions are kept).
+func (r *Reclaimer) deleteWhole(ctx context.Context, f *fsRun, lr *ladderRun, c *cache, root *safefs.Root, u safefs.Usage) {
+	lr.walks++
+	top, err := root.ReadDir("")
+	if err != nil {
+		f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionFailed, Error: err.Error()})
+		return
+	}
+	mounts := mountsUnder(lr.mounts, c.Path)
+	var es []*entry
+	for _, e := range top {
+		l := lister{mounts: mounts}
+		if isTrash(e.Name) || e.Dev != root.Dev() || l.holdsMount(e.Name) {
+			continue
+		}
+		es = append(es, &entry{cache: c, name: e.Name, dir: e.Type == unix.S_IFDIR})
+	}
+	a := r.deleteEntries(ctx, root, c, es, f.simulate)
+	if f.simulate != "" {
+		a.FreedBytes, a.FreedFiles = u.Bytes, u.Files+u.Dirs
+	}
+	f.add(a)
+	f.remeasure(ctx, u.Bytes, u.Files+u.Dirs)
+}
+
+func joinArgs(argv []string) string {
+	s := ""
+	for i, a := range argv {
+		if i > 0 {
+			s += " "
+		}
+		s += a
+	}
+	return s
+}

@@ -1,0 +1,196 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/state"
+	"github.com/sandboxd/sandboxd/internal/units"
+)
+
+// Ladder limits of a cache: how far reclaim may go with it.
+const (
+	LadderGC      = "gc"      // only the tool's own garbage collection
+	LadderEntries = "entries" // also single entries, oldest first
+	LadderAll     = "all"     // also the whole cache and the tool's wipe command
+)
+
+// CacheConfig is one [[reclaim.cache]] entry (or a discovered cache).
+type CacheConfig struct {
+	Name    string
+	Path    string
+	Command []string // the cache's garbage collection (ladder rung 2), run as the root's owner
+	Order   int      // position in the ladder, lower first
+	Ladder  string   // gc | entries | all (default all)
+	// Kind, when it names an auto kind ("pnpm", "go-build", ...), gives a declared root
+	// that kind's entry layout and commands; empty means "top-level entries".
+	Kind string
+}
+
+// ReserveConfig is the reserve file of one [[filesystem]].
+type ReserveConfig struct {
+	Filesystem string // the [[filesystem]] path
+	Path       string // resolved reserve file
+	Bytes      int64
+}
+
+// Options configure a Reclaimer. Zero values take the defaults named on each field.
+type Options struct {
+	Caches     []CacheConfig
+	AutoCaches []string // kinds to discover (see kinds.go)
+	Protect    []string
+	MinAge     time.Duration // entries younger than this are never deleted by rung 3
+	Headroom   int64         // bytes above the reclaim threshold to reclaim to
+	// HeadroomInodes is resolved against the filesystem's f_files.
+	HeadroomInodes units.Threshold
+	Cooldown       time.Duration // automatic runs per filesystem (default 10m)
+	MaxRunsPerHour int           // per trigger (default 6)
+	Reserves       []ReserveConfig
+	Filesystems    []string // watched paths
+	HomeRoots      []string // globs where auto caches are found (default /root, /home/*)
+	AptArchives    string   // default /var/cache/apt/archives
+	DpkgLock       string   // default /var/lib/dpkg/lock-frontend
+	// Measure is a fresh statfs of path with the effective thresholds filled in.
+	Measure func(ctx context.Context, path string) (api.Filesystem, error)
+	// PruneSites is ladder rung 1 (expired site entries), provided by the daemon.
+	PruneSites func(ctx context.Context, dryRun bool) []api.Action
+	// MarkReplace raises ReplaceRecommended for a filesystem.
+	MarkReplace func(fsPath, reason string)
+	State       *state.Store
+	Observe     bool
+	Now         func() time.Time
+	Events      func(api.Event)
+	Logger      *slog.Logger
+	// CommandTimeout bounds each gc or wipe command (default 2m); its process group is
+	// killed at the timeout.
+	CommandTimeout time.Duration
+
+	// ProcRoot is where /proc is mounted (default /proc): mountinfo, locks, cmdlines.
+	ProcRoot string
+	// LookPath finds a tool (default exec.LookPath); tests restrict which tools exist.
+	LookPath func(name string) (string, error)
+	// PollInterval is how often Run measures for the pressure trigger and the reserve
+	// (default 10s); SizeInterval how often it re-sizes caches for status (default 10m).
+	PollInterval, SizeInterval time.Duration
+	// SizeBudget caps the entries one Size walk visits (default 200,000).
+	SizeBudget int64
+	// UsageBudget bounds the largest-directories walk of a replace verdict (default 2s).
+	UsageBudget time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Cooldown <= 0 {
+		o.Cooldown = 10 * time.Minute
+	}
+	if o.MaxRunsPerHour <= 0 {
+		o.MaxRunsPerHour = 6
+	}
+	if o.HomeRoots == nil {
+		o.HomeRoots = []string{"/root", "/home/*"}
+	}
+	if o.AptArchives == "" {
+		o.AptArchives = "/var/cache/apt/archives"
+	}
+	if o.DpkgLock == "" {
+		o.DpkgLock = "/var/lib/dpkg/lock-frontend"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 2 * time.Minute
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 10 * time.Second
+	}
+	if o.SizeInterval <= 0 {
+		o.SizeInterval = 10 * time.Minute
+	}
+	if o.SizeBudget <= 0 {
+		o.SizeBudget = 200_000
+	}
+	if o.UsageBudget <= 0 {
+		o.UsageBudget = 2 * time.Second
+	}
+	if o.State == nil {
+		o.State = state.Open("")
+	}
+	return o
+}
+
+// ErrBusy says another reclaim held the lock past the caller's deadline.
+var ErrBusy = errors.New("another reclaim is running")
+
+// Reclaimer runs the ladder. Its methods are safe for concurrent use; one reclaim runs at
+// a time.
+type Reclaimer struct {
+	opts Options
+	lock chan struct{} // one reclaim at a time: holding the token is holding the lock
+
+	mu         sync.Mutex // guards the fields below
+	last       *api.ReclaimRun
+	lastResume *api.ReclaimRun
+	caches     []CacheInfo // last discovery, with sizes from the background sizing
+	reserves   map[string]*reserveState
+	counters   Counters
+	rate       rateState
+	trashSeq   uint64
+}
+
+// New checks opts and returns a Reclaimer. It touches nothing on disk.
+func New(opts Options) (*Reclaimer, error) {
+	if opts.Measure == nil {
+		return nil, errors.New("reclaim: Options.Measure is required")
+	}
+	var errs []error
+	for i, c := range opts.Caches {
+		if c.Ladder != "" && c.Ladder != LadderGC && c.Ladder != LadderEntries && c.Ladder != LadderAll {
+			errs = append(errs, fmt.Errorf("reclaim.cache[%d] (%s): ladder %q: want gc, entries or all", i, c.Name, c.Ladder))
+		}
+		if c.Kind != "" && kindByName(c.Kind) == nil {
+			errs = append(errs, fmt.Errorf("reclaim.cache[%d] (%s): unknown kind %q", i, c.Name, c.Kind))
+		}
+	}
+	for _, k := range opts.AutoCaches {
+		if kindByName(k) == nil {
+			errs = append(errs, fmt.Errorf("reclaim.auto_caches: unknown kind %q", k))
+		}
+	}
+	errs = append(errs, ValidateCacheRoots(opts.Caches, opts.Protect)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	r := &Reclaimer{
+		opts:     opts.withDefaults(),
+		lock:     make(chan struct{}, 1),
+		reserves: map[string]*reserveState{},
+		counters: newCounters(),
+	}
+	r.loadRate()
+	r.loadReserves()
+	return r, nil
+}
+
+func (r *Reclaimer) emit(kind, subject, msg string, fields map[string]any) {
+	r.opts.Logger.Info(msg, "kind", kind, "subject", subject)
+	if r.opts.Events == nil {
+		return
+	}
+	r.opts.Events(api.Event{Time: r.opts.Now(), Kind: kind, Subject: subject, Message: msg, Fields: fields})
+}

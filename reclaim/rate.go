@@ -1,0 +1,89 @@
+package reclaim
+
+import (
+	"fmt"
+	"time"
+)
+
+// stateDoc is the name of the reclaim package's document in the state dir.
+const stateDoc = "reclaim.json"
+
+// rateState is what CONTRACT §6.4 needs to survive a restart.
+type rateState struct {
+	// LastRun is when the ladder last ran on each filesystem (any trigger: a purge is a
+	// purge, and the disk filling again after one is the sign to replace, not to repeat).
+	LastRun map[string]time.Time `json:"last_run"`
+	// Runs are the start times of ladder runs in the last hour, per trigger.
+	Runs map[string][]time.Time `json:"runs"`
+	// Reserves are the reserve files' states, per filesystem.
+	Reserves map[string]reserveDoc `json:"reserves,omitempty"`
+}
+
+func (r *Reclaimer) loadRate() {
+	var s rateState
+	if err := r.opts.State.Load(stateDoc, &s); err != nil {
+		r.opts.Logger.Warn("reclaim state unreadable, starting afresh", "err", err)
+	}
+	if s.LastRun == nil {
+		s.LastRun = map[string]time.Time{}
+	}
+	if s.Runs == nil {
+		s.Runs = map[string][]time.Time{}
+	}
+	if s.Reserves == nil {
+		s.Reserves = map[string]reserveDoc{}
+	}
+	r.rate = s
+}
+
+// saveLocked writes the state document; r.mu is held. A state dir that refuses the write
+// (full disk) keeps the state in memory: the store says so in status.
+func (r *Reclaimer) saveLocked() {
+	if err := r.opts.State.Save(stateDoc, r.rate); err != nil {
+		r.opts.Logger.Debug("reclaim state kept in memory", "err", err)
+	}
+}
+
+// automatic reports whether a trigger is subject to the cooldown.
+func automatic(trigger string) bool { return trigger == TriggerPressure || trigger == TriggerLaunch }
+
+// blockedBy says why the ladder must not run on fs for this trigger ("" when it may).
+func (r *Reclaimer) blockedBy(trigger, fs string) string {
+	now := r.opts.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if automatic(trigger) {
+		if last, ok := r.rate.LastRun[fs]; ok && now.Sub(last) < r.opts.Cooldown && now.Sub(last) > -r.opts.Cooldown {
+			return fmt.Sprintf("reclaim ran %s ago, within reclaim.cooldown %s: the disk filled again after a purge, replace rather than purge again",
+				now.Sub(last).Round(time.Second), r.opts.Cooldown)
+		}
+	}
+	n := 0
+	for _, t := range r.rate.Runs[trigger] {
+		if now.Sub(t) < time.Hour {
+			n++
+		}
+	}
+	if n >= r.opts.MaxRunsPerHour {
+		return fmt.Sprintf("trigger %s ran the ladder %d times in the last hour, reclaim.max_runs_per_hour is %d", trigger, n, r.opts.MaxRunsPerHour)
+	}
+	return ""
+}
+
+// recordRun notes a ladder run on the filesystems in ran and persists it.
+func (r *Reclaimer) recordRun(trigger string, ran []string) {
+	now := r.opts.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, fs := range ran {
+		r.rate.LastRun[fs] = now
+	}
+	kept := r.rate.Runs[trigger][:0]
+	for _, t := range r.rate.Runs[trigger] {
+		if now.Sub(t) < time.Hour {
+			kept = append(kept, t)
+		}
+	}
+	r.rate.Runs[trigger] = append(kept, now)
+	r.saveLocked()
+}

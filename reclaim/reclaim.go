@@ -1,0 +1,231 @@
+package reclaim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Request is one reclaim call.
+type Request struct {
+	Trigger        string // launch | resume | startup | pressure | manual
+	DryRun         bool
+	TargetFree     int64 // reclaim until this many bytes are free (0: threshold + headroom)
+	ReleaseReserve bool  // salvage: release the reserve files first
+	Filesystems    []string
+	NeedBytes      int64
+	NeedInodes     uint64
+}
+
+// resumeCacheFor is how long a completed resume answers later resumes (CONTRACT §1).
+const resumeCacheFor = 10 * time.Second
+
+// Reclaim runs the policy once. Only one reclaim runs at a time: a caller waits for the
+// lock within ctx and gets ErrBusy when ctx ends first.
+func (r *Reclaimer) Reclaim(ctx context.Context, req Request) (api.ReclaimRun, error) {
+	select {
+	case r.lock <- struct{}{}:
+	case <-ctx.Done():
+		return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+	}
+	defer func() { <-r.lock }()
+	return r.run(ctx, req), nil
+}
+
+// Resume is a reclaim with trigger resume; within 10 s of a completed resume it answers
+// that run's result with Cached set, without measuring anything.
+func (r *Reclaimer) Resume(ctx context.Context) (api.ReclaimRun, error) {
+	if c := r.cachedResume(); c != nil {
+		return *c, nil
+	}
+	select {
+	case r.lock <- struct{}{}:
+	case <-ctx.Done():
+		return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+	}
+	defer func() { <-r.lock }()
+	if c := r.cachedResume(); c != nil { // a resume finished while we waited
+		return *c, nil
+	}
+	return r.run(ctx, Request{Trigger: TriggerResume}), nil
+}
+
+func (r *Reclaimer) cachedResume() *api.ReclaimRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastResume == nil {
+		return nil
+	}
+	if age := r.opts.Now().Sub(r.lastResume.FinishedAt); age < 0 || age >= resumeCacheFor {
+		return nil
+	}
+	c := *r.lastResume
+	c.Cached = true
+	return &c
+}
+
+// Last is the last completed run (nil before the first).
+func (r *Reclaimer) Last() *api.ReclaimRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		return nil
+	}
+	c := *r.last
+	return &c
+}
+
+// run is one reclaim with the lock held. A healthy run is a statfs per filesystem and
+// nothing else: no discovery, no walk, no sizing.
+func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
+	if req.Trigger == "" {
+		req.Trigger = TriggerManual
+	}
+	run := api.ReclaimRun{Trigger: req.Trigger, DryRun: req.DryRun, StartedAt: r.opts.Now(), Actions: []api.Action{}}
+	simulate := ""
+	switch {
+	case r.opts.Observe:
+		simulate = api.ActionObserved
+	case req.DryRun:
+		simulate = api.ActionPlanned
+	}
+	paths := req.Filesystems
+	if paths == nil {
+		paths = r.opts.Filesystems
+	}
+	var all, work []*fsRun
+	for _, p := range paths {
+		m, err := r.opts.Measure(ctx, p)
+		if err != nil {
+			run.Warnings = append(run.Warnings, fmt.Sprintf("measure %s: %v", p, err))
+			continue
+		}
+		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		f.measure, f.simulate = r.opts.Measure, simulate
+		all = append(all, f)
+		if req.ReleaseReserve {
+			r.salvage(ctx, f)
+		}
+		if f.needed(req.TargetFree) {
+			work = append(work, f)
+		}
+	}
+	var walks int64
+	if len(work) > 0 {
+		walks = r.climb(ctx, req, work)
+	}
+	r.finish(ctx, &run, all, work)
+	r.count(&run, walks)
+	r.emit(api.EventReclaimRun, req.Trigger, run.Detail, map[string]any{"verdict": run.Verdict, "freed_bytes": run.FreedBytes, "freed_files": run.FreedFiles, "dry_run": req.DryRun, "cached": false})
+	r.mu.Lock()
+	c := run
+	r.last = &c
+	if req.Trigger == TriggerResume && !req.DryRun {
+		r.lastResume = &c
+	}
+	r.mu.Unlock()
+	return run
+}
+
+// salvage releases the reserve of f first (release_reserve: the caller wants the room).
+func (r *Reclaimer) salvage(ctx context.Context, f *fsRun) {
+	if f.simulate == api.ActionPlanned {
+		return
+	}
+	if a, ok := r.releaseReserve(f.path, "released on request (release_reserve)"); ok {
+		f.add(a)
+		f.remeasure(ctx, a.FreedBytes, a.FreedFiles)
+	}
+}
+
+// climb runs the ladder on every filesystem that needs it and is not rate-limited.
+func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64 {
+	caches := r.discover()
+	lr := &ladderRun{mounts: readMountPoints(r.opts.ProcRoot), sitesDone: new(bool)}
+	var ran []string
+	for _, f := range work {
+		if f.simulate == "" {
+			if why := r.blockedBy(req.Trigger, f.path); why != "" {
+				f.blocked = why
+				r.markReplace(f.path, why)
+				continue
+			}
+		}
+		dev := statDev(f.path)
+		lr.caches = lr.caches[:0]
+		for _, c := range caches {
+			if r.unsafeRoot(c.Path) == "" && dev != 0 && statDev(c.Path) == dev {
+				lr.caches = append(lr.caches, c)
+			}
+		}
+		r.ladder(ctx, f, lr)
+		if f.simulate == "" {
+			ran = append(ran, f.path)
+			if f.belowReplace {
+				r.markReplace(f.path, "below the replace threshold after reclaim")
+				if a, ok := r.releaseReserve(f.path, "below the replace threshold and reclaim could not fix it"); ok {
+					f.add(a)
+					f.remeasure(ctx, a.FreedBytes, a.FreedFiles)
+				}
+			}
+		}
+	}
+	if len(ran) > 0 {
+		r.recordRun(req.Trigger, ran)
+	}
+	return lr.walks
+}
+
+func (r *Reclaimer) markReplace(fs, why string) {
+	if r.opts.MarkReplace != nil && !r.opts.Observe {
+		r.opts.MarkReplace(fs, why)
+	}
+}
+
+// finish fills the run's verdict, figures, actions, detail and usage.
+func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work []*fsRun) {
+	run.Verdict = api.VerdictHealthy
+	var worst *fsRun
+	for _, f := range all {
+		run.Before = append(run.Before, f.before)
+		run.After = append(run.After, f.cur)
+		run.Actions = append(run.Actions, f.actions...)
+		if f.cur.AvailBytes > f.before.AvailBytes {
+			run.FreedBytes += int64(f.cur.AvailBytes - f.before.AvailBytes)
+		}
+		if f.cur.FilesFree > f.before.FilesFree {
+			run.FreedFiles += int64(f.cur.FilesFree - f.before.FilesFree)
+		}
+		if f.err != nil {
+			run.Warnings = append(run.Warnings, fmt.Sprintf("measure %s: %v", f.path, f.err))
+		}
+	}
+	for _, f := range work {
+		switch {
+		case f.blocked != "" || f.belowReplace:
+			run.Verdict = api.VerdictReplace
+			if worst == nil || worst.blocked == "" && !worst.belowReplace {
+				worst = f
+			}
+		case run.Verdict != api.VerdictReplace:
+			run.Verdict = api.VerdictReclaimed
+			if worst == nil {
+				worst = f
+			}
+		}
+	}
+	if worst == nil && len(all) > 0 {
+		worst = all[0]
+	}
+	if worst != nil {
+		run.Detail = r.fingerprint(run, worst)
+		if run.Verdict == api.VerdictReplace {
+			run.Usage = r.usage(ctx, worst.cur)
+		}
+	} else {
+		run.Detail = "no watched filesystem could be measured"
+	}
+	run.FinishedAt = r.opts.Now()
+}

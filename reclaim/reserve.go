@@ -1,0 +1,196 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"golang.org/x/sys/unix"
+)
+
+// reserveDoc is the persisted state of one reserve file.
+type reserveDoc struct {
+	Released bool      `json:"released"`
+	Since    time.Time `json:"since"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// reserveState is the in-memory view of one reserve.
+type reserveState struct {
+	cfg   ReserveConfig
+	bytes int64 // allocated bytes of the file now (0 when absent)
+}
+
+func (r *Reclaimer) loadReserves() {
+	for _, rc := range r.opts.Reserves {
+		if rc.Bytes <= 0 || rc.Path == "" {
+			continue
+		}
+		rs := &reserveState{cfg: rc}
+		rs.bytes = allocated(rc.Path)
+		r.reserves[rc.Filesystem] = rs
+	}
+}
+
+// allocated is st_blocks*512 of a regular file at path, 0 when it is absent or not one.
+func allocated(path string) int64 {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0
+	}
+	return st.Blocks * 512
+}
+
+// ReserveBytes is the size of the reserve file held on the filesystem fs now.
+func (r *Reclaimer) ReserveBytes(fs string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rs, ok := r.reserves[fs]; ok {
+		return rs.bytes
+	}
+	return 0
+}
+
+// Conditions are the reserve conditions: ReserveReleased per filesystem with a reserve,
+// true while its file is released. Since changes only when the status flips.
+func (r *Reclaimer) Conditions() []api.Condition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []api.Condition
+	for _, rc := range r.opts.Reserves {
+		if _, ok := r.reserves[rc.Filesystem]; !ok {
+			continue
+		}
+		d := r.rate.Reserves[rc.Filesystem]
+		c := api.Condition{Type: api.CondReserveReleased, Subject: rc.Filesystem, Status: d.Released, Since: d.Since, Severity: "warning"}
+		if d.Released {
+			c.Reason = "ReserveReleased"
+			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s", api.FormatSize(uint64(rc.Bytes)), rc.Path, d.Reason)
+		} else {
+			c.Reason = "ReserveHeld"
+			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(uint64(r.reserves[rc.Filesystem].bytes)))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// releaseReserve deletes the reserve file of fs, so the box has room to act (or to boot
+// after a stop at 100%).
+func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
+	r.mu.Lock()
+	rs, ok := r.reserves[fs]
+	r.mu.Unlock()
+	if !ok || allocated(rs.cfg.Path) == 0 {
+		return api.Action{}, false
+	}
+	a := api.Action{Source: "reserve", Path: rs.cfg.Path, Kind: api.ActionReleaseReserve}
+	if r.opts.Observe {
+		a.Status, a.FreedBytes, a.FreedFiles = api.ActionObserved, allocated(rs.cfg.Path), 1
+		return a, true
+	}
+	freed := allocated(rs.cfg.Path)
+	if err := os.Remove(rs.cfg.Path); err != nil {
+		a.Status, a.Error = api.ActionFailed, err.Error()
+		r.emit(api.EventReserve, fs, fmt.Sprintf("releasing reserve %s failed: %v", rs.cfg.Path, err), map[string]any{"path": rs.cfg.Path})
+		return a, true
+	}
+	a.Status, a.FreedBytes, a.FreedFiles = api.ActionDone, freed, 1
+	r.mu.Lock()
+	rs.bytes = 0
+	r.rate.Reserves[fs] = reserveDoc{Released: true, Since: r.opts.Now(), Reason: reason}
+	r.saveLocked()
+	r.mu.Unlock()
+	r.emit(api.EventReserve, fs, fmt.Sprintf("released reserve %s (%s): %s", rs.cfg.Path, api.FormatSize(uint64(freed)), reason),
+		map[string]any{"path": rs.cfg.Path, "bytes": freed, "released": true})
+	return a, true
+}
+
+// maintainReserve creates (or re-arms) the reserve of fs when m shows room for it: free
+// above the reclaim threshold plus the reserve.
+func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
+	r.mu.Lock()
+	rs, ok := r.reserves[fs]
+	r.mu.Unlock()
+	if !ok || r.opts.Observe {
+		return
+	}
+	have := allocated(rs.cfg.Path)
+	if have >= rs.cfg.Bytes {
+		r.mu.Lock()
+		rs.bytes = have
+		r.mu.Unlock()
+		return
+	}
+	if m.AvailBytes < m.ReclaimThresholdBytes+uint64(rs.cfg.Bytes)-uint64(have) {
+		return
+	}
+	err := createReserve(rs.cfg.Path, rs.cfg.Bytes)
+	r.mu.Lock()
+	if err == nil {
+		rs.bytes = allocated(rs.cfg.Path)
+		r.rate.Reserves[fs] = reserveDoc{Released: false, Since: r.opts.Now()}
+		r.saveLocked()
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.emit(api.EventReserve, fs, fmt.Sprintf("creating reserve %s failed: %v", rs.cfg.Path, err), map[string]any{"path": rs.cfg.Path})
+		return
+	}
+	r.emit(api.EventReserve, fs, fmt.Sprintf("reserve %s armed (%s)", rs.cfg.Path, api.FormatSize(uint64(rs.cfg.Bytes))),
+		map[string]any{"path": rs.cfg.Path, "bytes": rs.cfg.Bytes, "released": false})
+}
+
+// createReserve writes a fully allocated file: fallocate mode 0 (never sparse: a sparse
+// reserve frees nothing when released), checked with st_blocks, renamed into place.
+func createReserve(path string, size int64) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("create reserve %s: %w", path, err)
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("create reserve %s: %w", path, err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+		return fail(fmt.Errorf("fallocate %d bytes: %w", size, err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fail(err)
+	}
+	if st.Blocks*512 < size {
+		return fail(errors.New("file is sparse after fallocate"))
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("create reserve %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("create reserve %s: %w", path, err)
+	}
+	return nil
+}
+
+// Shutdown releases the reserve of every filesystem under replace_below, so a box stopped
+// full can start again (a VM whose disk was full at stop could not boot).
+func (r *Reclaimer) Shutdown(ctx context.Context) {
+	for _, rc := range r.opts.Reserves {
+		m, err := r.opts.Measure(ctx, rc.Filesystem)
+		if err != nil || !underReplace(m) {
+			continue
+		}
+		r.releaseReserve(rc.Filesystem, "shutting down below the replace threshold")
+	}
+}

@@ -1,0 +1,117 @@
+package reclaim
+
+import (
+	"context"
+	"time"
+)
+
+// Run is the background side: it empties leftover trash, keeps the reserve files armed,
+// triggers a pressure reclaim when a watched filesystem drops below its threshold
+// (through the cooldown), and refreshes the cache list and sizes for status. It returns
+// when ctx ends.
+func (r *Reclaimer) Run(ctx context.Context) error {
+	r.startupTrash(ctx)
+	poll := time.NewTicker(r.opts.PollInterval)
+	defer poll.Stop()
+	nextSize := time.Now().Add(time.Minute) // let start-up settle before walking caches
+	r.tick(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-poll.C:
+			r.tick(ctx)
+			if time.Now().After(nextSize) {
+				r.sizeCaches(ctx)
+				nextSize = time.Now().Add(r.opts.SizeInterval)
+			}
+		}
+	}
+}
+
+// tick measures every watched filesystem: re-arms reserves with room, and runs a
+// pressure reclaim where one is below its threshold.
+func (r *Reclaimer) tick(ctx context.Context) {
+	var low []string
+	for _, p := range r.opts.Filesystems {
+		m, err := r.opts.Measure(ctx, p)
+		if err != nil {
+			continue
+		}
+		f := newFSRun(p, m, Request{}, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		if f.needed(0) {
+			low = append(low, p)
+			continue
+		}
+		r.maintainReserve(m, p)
+	}
+	if len(low) > 0 {
+		r.Notify(ctx, low...)
+	}
+}
+
+// Notify runs a pressure reclaim on the named filesystems now (the cooldown applies). It
+// does not wait for a reclaim already running: that one is handling the pressure.
+func (r *Reclaimer) Notify(ctx context.Context, filesystems ...string) {
+	select {
+	case r.lock <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-r.lock }()
+	r.run(ctx, Request{Trigger: TriggerPressure, Filesystems: filesystems})
+}
+
+// startupTrash empties every cache's leftover trash (a crash mid-delete) before anything
+// else, holding the reclaim lock.
+func (r *Reclaimer) startupTrash(ctx context.Context) {
+	if r.opts.Observe {
+		return
+	}
+	select {
+	case r.lock <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-r.lock }()
+	var walks int64
+	for _, c := range r.discover() {
+		if r.unsafeRoot(c.Path) != "" {
+			continue
+		}
+		root, _, err := openCache(c)
+		if err != nil {
+			continue
+		}
+		r.emptyTrash(ctx, root, c, &walks)
+		root.Close()
+	}
+}
+
+// sizeCaches estimates every cache's size for status (budgeted walks, so a huge cache
+// gives a lower bound marked partial).
+func (r *Reclaimer) sizeCaches(ctx context.Context) {
+	cs := r.discover()
+	for _, c := range cs {
+		if ctx.Err() != nil {
+			return
+		}
+		root, _, err := openCache(c)
+		if err != nil {
+			continue
+		}
+		u, err := root.Size(ctx, "", r.opts.SizeBudget)
+		root.Close()
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		for i := range r.caches {
+			if r.caches[i].Path == c.Path {
+				r.caches[i].EstimatedBytes, r.caches[i].EstimatedFiles, r.caches[i].Partial = u.Bytes, u.Files+u.Dirs, u.Partial
+				r.caches[i].SizedAt = r.opts.Now()
+			}
+		}
+		r.mu.Unlock()
+	}
+}
