@@ -136,6 +136,11 @@ func (s *site) attach() (opened bool) {
 }
 
 func rootProblem(path string, err error) string {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		// O_NOFOLLOW|O_DIRECTORY on a symlink answers ENOTDIR, not ELOOP.
+		return fmt.Sprintf("root %s is a symlink", path)
+	}
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return fmt.Sprintf("root %s does not exist (sandboxd does not create it)", path)
