@@ -29,6 +29,8 @@ func runHelper(role string) error {
 		return notifyHelper()
 	case "restart":
 		return restartHelper()
+	case "serve":
+		return serveHelper()
 	}
 	return fmt.Errorf("unknown helper role %q", role)
 }

@@ -19,7 +19,7 @@ import (
 // privateSystemd is a real systemd running as PID 1 of a private PID, mount, cgroup, UTS
 // and IPC namespace (FIELD-NOTES, "This machine, for tests"). Its /run is a directory
 // of the test (so the test reaches its sockets from outside), /etc/systemd/system is an
-// empty tmpfs, and its cgroups are a subtree of the test's own: it boots only
+// empty tmpfs, /var/lib a directory of the test, and its cgroups are a subtree of the test's own: it boots only
 // sandboxd-test.target and touches nothing of the host. Killing its PID 1 ends it all.
 type privateSystemd struct {
 	t   *testing.T
@@ -44,7 +44,10 @@ func startPrivateSystemd(t *testing.T, units map[string]string) *privateSystemd 
 		t.Fatal(err)
 	}
 	units[testTarget] = "[Unit]\nDescription=sandboxd test target\nDefaultDependencies=no\n"
-	for name, text := range units {
+	for name, text := range units { // name may be a drop-in: "x.service.d/y.conf"
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(unitDir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(unitDir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +135,9 @@ func bootScript(dir string, p *privateSystemd, cgroups []cgroupDir, sd string) s
 	}
 	fmt.Fprintf(&b, "mount --bind %s /run\n", q(p.run))
 	fmt.Fprintln(&b, "mount -t tmpfs -o size=1m,mode=0755 sandboxd-test /etc/systemd/system")
+	// StateDirectory= and systemd's own state land in the test's directory.
+	varLib := filepath.Join(dir, "var-lib")
+	fmt.Fprintf(&b, "mkdir -p %s && mount --bind %s /var/lib\n", q(varLib), q(varLib))
 	// systemd remounts /sys/fs/cgroup read-only and creates hierarchies in it: give it a
 	// private tmpfs holding only our own cgroups, rooted there by a cgroup namespace.
 	stage := filepath.Join(dir, "cgroup-stage")
