@@ -1,0 +1,202 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// A writer that keeps filling after a purge gets MarkReplace, not a second purge inside
+// the cooldown — also from a new Reclaimer on the same state dir (a restart).
+func TestCooldownMarksReplaceInsteadOfPurgingAgainAcrossRestart(t *testing.T) {
+	e := newEnv(t, 256*mib, 0)
+	e.layout()
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 40*mib)
+	o := e.options()
+	r := e.newReclaimer(o)
+	run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerPressure})
+	if err != nil || run.Verdict != api.VerdictReclaimed {
+		t.Fatalf("first pressure run: %q %v: %s", run.Verdict, err, run.Detail)
+	}
+	e.fillTo(filepath.Join(e.home, "bulk2.bin"), 40*mib) // the writer keeps going
+	cacheFiles := countFiles(filepath.Join(e.home, ".cache"))
+	for i, rr := range []*Reclaimer{r, e.newReclaimer(o)} { // the second is a restart
+		e.replaced = nil
+		run, err := rr.Reclaim(context.Background(), Request{Trigger: TriggerPressure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Verdict != api.VerdictReplace || len(e.replaced) == 0 {
+			t.Errorf("run %d inside the cooldown: verdict %q, MarkReplace %v", i, run.Verdict, e.replaced)
+		}
+		if !strings.Contains(run.Detail, "reclaim.cooldown") || !strings.Contains(run.Detail, "free of") {
+			t.Errorf("detail: %s", run.Detail)
+		}
+		if n := countFiles(filepath.Join(e.home, ".cache")); n != cacheFiles {
+			t.Errorf("run %d purged again inside the cooldown (%d -> %d files)", i, cacheFiles, n)
+		}
+	}
+	// A resume is not automatic: it may run the ladder (the cooldown is for pressure/launch).
+	later := time.Now().Add(11 * time.Minute)
+	o.Now = func() time.Time { return later }
+	r3 := e.newReclaimer(o)
+	run, _ = r3.Reclaim(context.Background(), Request{Trigger: TriggerPressure})
+	if run.Verdict == api.VerdictReplace && strings.Contains(run.Detail, "cooldown") {
+		t.Errorf("after the cooldown a pressure run is still blocked: %s", run.Detail)
+	}
+}
+
+func TestMaxRunsPerHour(t *testing.T) {
+	e := newEnv(t, 64*mib, 0)
+	e.reclaimBelow = 8 * mib
+	o := e.options()
+	o.MaxRunsPerHour = 2
+	r := e.newReclaimer(o)
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 4*mib)
+	var verdicts []string
+	for i := 0; i < 3; i++ {
+		run, _ := r.Reclaim(context.Background(), Request{Trigger: TriggerManual})
+		verdicts = append(verdicts, run.Verdict+":"+run.Detail)
+	}
+	if !strings.Contains(verdicts[2], "reclaim.max_runs_per_hour") || strings.Contains(verdicts[1], "max_runs_per_hour") {
+		t.Errorf("third run should be refused by max_runs_per_hour: %q", verdicts)
+	}
+}
+
+// The reserve file is fully allocated when there is room, released when the disk stays
+// below replace_below after the ladder, reported as ReserveReleased, and re-armed once
+// free is back above reclaim_below + reserve.
+func TestReserveReleasedAndRearmed(t *testing.T) {
+	e := newEnv(t, 128*mib, 0)
+	e.reclaimBelow, e.replaceBelow = 16*mib, 8*mib
+	resPath := filepath.Join(e.root, "state", "reserve")
+	mustMkdir(t, filepath.Dir(resPath))
+	o := e.options()
+	o.Reserves = []ReserveConfig{{Filesystem: e.root, Path: resPath, Bytes: 10 * mib}}
+	r := e.newReclaimer(o)
+	r.tick(context.Background())
+	if got := allocated(resPath); got < 10*mib {
+		t.Fatalf("reserve allocated %d bytes, want 10 MiB (not sparse)", got)
+	}
+	if r.ReserveBytes(e.root) < 10*mib {
+		t.Errorf("ReserveBytes = %d", r.ReserveBytes(e.root))
+	}
+	if c := r.Conditions(); len(c) != 1 || c[0].Status {
+		t.Errorf("conditions with the reserve held: %+v", c)
+	}
+	// Fill the disk to 100%: the ladder has nothing, the reserve goes.
+	testFill(t, filepath.Join(e.home, "bulk.bin"))
+	run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerResume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Verdict != api.VerdictReplace || exists(resPath) {
+		t.Fatalf("at 100%% with only user data: verdict %q, reserve exists %v", run.Verdict, exists(resPath))
+	}
+	if c := r.Conditions(); len(c) != 1 || !c[0].Status || c[0].Type != api.CondReserveReleased {
+		t.Errorf("conditions after release: %+v", c)
+	}
+	var released bool
+	for _, a := range run.Actions {
+		released = released || a.Kind == api.ActionReleaseReserve && a.Status == api.ActionDone
+	}
+	if !released {
+		t.Errorf("no release_reserve action: %+v", run.Actions)
+	}
+	// Not enough room yet: no re-arm.
+	r.tick(context.Background())
+	if exists(resPath) {
+		t.Errorf("reserve re-armed while free is below reclaim_below + reserve")
+	}
+	os.Remove(filepath.Join(e.home, "bulk.bin"))
+	r.tick(context.Background())
+	if allocated(resPath) < 10*mib {
+		t.Errorf("reserve not re-armed with room back")
+	}
+	if c := r.Conditions(); len(c) != 1 || c[0].Status {
+		t.Errorf("conditions after re-arm: %+v", c)
+	}
+	var evs int
+	for _, ev := range e.events {
+		if ev.Kind == api.EventReserve {
+			evs++
+		}
+	}
+	if evs < 3 {
+		t.Errorf("reserve events: %d, want armed, released, re-armed", evs)
+	}
+	// Shutdown under replace_below releases it; ReleaseReserve (salvage) does too.
+	testFill(t, filepath.Join(e.home, "bulk.bin"))
+	r.Shutdown(context.Background())
+	if exists(resPath) {
+		t.Errorf("Shutdown under replace_below kept the reserve")
+	}
+}
+
+func TestReleaseReserveOnRequest(t *testing.T) {
+	e := newEnv(t, 64*mib, 0)
+	e.reclaimBelow, e.replaceBelow = 4*mib, 2*mib
+	resPath := filepath.Join(e.root, "reserve")
+	o := e.options()
+	o.Reserves = []ReserveConfig{{Filesystem: e.root, Path: resPath, Bytes: 4 * mib}}
+	r := e.newReclaimer(o)
+	r.tick(context.Background())
+	if !exists(resPath) {
+		t.Fatal("reserve not created")
+	}
+	run, _ := r.Reclaim(context.Background(), Request{Trigger: TriggerManual, ReleaseReserve: true})
+	if exists(resPath) || len(run.Actions) == 0 || run.Actions[0].Kind != api.ActionReleaseReserve {
+		t.Errorf("release_reserve: exists %v, actions %+v", exists(resPath), run.Actions)
+	}
+}
+
+// testFill fills the filesystem of p to ENOSPC.
+func testFill(t *testing.T, p string) {
+	t.Helper()
+	err := fillAll(p)
+	if err == nil {
+		t.Fatalf("fill %s: wrote everything without ENOSPC", p)
+	}
+}
+
+func fillAll(p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for {
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+	}
+}
+
+// Only one reclaim at a time: a caller whose deadline passes gets ErrBusy.
+func TestConcurrentReclaimGetsErrBusy(t *testing.T) {
+	e := newEnv(t, 64*mib, 0)
+	r := e.newReclaimer(e.options())
+	r.lock <- struct{}{} // another reclaim holds the lock
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Reclaim(ctx, Request{}); !errors.Is(err, ErrBusy) {
+		t.Errorf("err %v, want ErrBusy", err)
+	}
+	if _, err := r.Resume(ctx); !errors.Is(err, ErrBusy) {
+		t.Errorf("resume err %v, want ErrBusy", err)
+	}
+	<-r.lock
+	if _, err := r.Reclaim(context.Background(), Request{}); err != nil {
+		t.Errorf("after release: %v", err)
+	}
+}
