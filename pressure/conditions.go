@@ -112,3 +112,13 @@ func (cs *condSet) activeSubjects() map[string]bool {
 	}
 	return out
 }
+
+// anyTrue reports whether a condition about subject is true.
+func (cs *condSet) anyTrue(subject string) bool {
+	for _, k := range cs.order {
+		if k.subject == subject && cs.m[k].c.Status {
+			return true
+		}
+	}
+	return false
+}

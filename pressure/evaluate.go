@@ -11,7 +11,7 @@ import (
 // evaluate derives the four pressure signals of one freshly sampled filesystem.
 func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	subject := f.Path
-	critical := f.AvailBytes == 0 || (f.Files > 0 && f.FilesFree == 0)
+	critical := (f.SizeBytes > 0 && f.AvailBytes == 0) || (f.Files > 0 && f.FilesFree == 0)
 	sev := sevWarning
 	if critical {
 		sev = sevCritical
@@ -26,10 +26,16 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	out := make([]signal, 0, 4)
 
 	disk := signal{typ: api.CondDiskPressure, subject: subject, severity: sev, fields: fields}
-	if f.AvailBytes < r.reclaim {
+	switch {
+	case f.SizeBytes == 0:
+		// procfs-like and many FUSE filesystems report no capacity at all: as with
+		// f_files == 0, byte thresholds do not apply rather than reading as "full".
+		disk.reason = "NoCapacityReported"
+		disk.message = subject + " reports a size of 0 (no capacity figures); byte thresholds do not apply"
+	case f.AvailBytes < r.reclaim:
 		disk.raw, disk.reason = true, "AvailBelowReclaimThreshold"
 		disk.message = fmt.Sprintf("%s, below %s", space, r.desc)
-	} else {
+	default:
 		disk.reason = "AvailAboveReclaimThreshold"
 		disk.message = fmt.Sprintf("%s, at or above %s", space, r.desc)
 	}
@@ -54,7 +60,7 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 
 	repl := signal{typ: api.CondReplaceRecommended, subject: subject, severity: sevCritical, fields: fields}
 	switch {
-	case f.AvailBytes < r.replace:
+	case f.SizeBytes > 0 && f.AvailBytes < r.replace:
 		repl.raw, repl.reason = true, "AvailBelowReplaceThreshold"
 		repl.message = fmt.Sprintf("%s, below filesystem.replace_below %s: replace the sandbox", space, api.FormatSize(r.replace))
 	case f.Files > 0 && f.FilesFree < r.replaceInodes:

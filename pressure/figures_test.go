@@ -151,8 +151,8 @@ func TestZeroSizeFiguresMarshal(t *testing.T) {
 	fig.Path = "/zero"
 	r := resolveThresholds(FSConfig{ReclaimBelow: units.Threshold{Pct: 10, Percent: true}}, 0, 0, 0, 0)
 	for _, s := range evaluate(fig, r, 3600e9) {
-		if s.raw && s.typ != api.CondDiskPressure && s.typ != api.CondReplaceRecommended {
-			t.Errorf("%s true on an empty filesystem", s.typ)
+		if s.raw {
+			t.Errorf("%s true on a filesystem that reports no capacity", s.typ)
 		}
 	}
 	if _, err := json.Marshal([]api.Filesystem{fig}); err != nil {
@@ -160,5 +160,35 @@ func TestZeroSizeFiguresMarshal(t *testing.T) {
 	}
 	if fig.UsedRatio != 0 {
 		t.Errorf("used_ratio %v for size 0", fig.UsedRatio)
+	}
+}
+
+// The package has no observe mode because it changes nothing: sampling, measuring and
+// marking leave the watched filesystem exactly as they found it.
+func TestWatchingChangesNothing(t *testing.T) {
+	dir := testenv.Tmpfs(t, 8<<20, 100)
+	if err := testenv.Fill(filepath.Join(dir, "f"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	var before unix.Statfs_t
+	if err := unix.Statfs(dir, &before); err != nil {
+		t.Fatal(err)
+	}
+	w := New(Options{Filesystems: []FSConfig{{Path: dir, ReclaimBelow: units.Threshold{Amount: 64 << 20}, Reserve: 1 << 20}}})
+	for i := 0; i < 3; i++ {
+		sample(t, w)
+	}
+	if _, err := w.Measure(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	w.MarkReplace(dir, "test")
+	var after unix.Statfs_t
+	if err := unix.Statfs(dir, &after); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || after.Bavail != before.Bavail || after.Ffree != before.Ffree {
+		t.Errorf("watching changed the filesystem: %d entries, avail %d→%d, ffree %d→%d",
+			len(ents), before.Bavail, after.Bavail, before.Ffree, after.Ffree)
 	}
 }

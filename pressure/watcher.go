@@ -102,7 +102,9 @@ func (w *Watcher) tick(ctx context.Context, wait bool) {
 }
 
 // proberFor returns the prober of the filesystem that holds path by name. Keying by the
-// lexical mountpoint needs no syscall on the path, so finding the prober cannot hang.
+// lexical mountpoint needs no syscall on the path, so finding the prober cannot hang. A
+// path that reaches another filesystem through a symlink is keyed by where its name
+// lies; if that target hangs, the name's filesystem waits (and goes stale) with it.
 func (w *Watcher) proberFor(path string) *prober {
 	key := w.mounts.lexicalMount(path)
 	if key == "" {
@@ -172,6 +174,9 @@ func (w *Watcher) record(c *call) {
 		if !same && !(fs.figures && fs.dev == c.dev) {
 			continue
 		}
+		if fs.fig.Stale {
+			w.opts.Logger.Info("statfs answers again", "path", fs.cfg.Path)
+		}
 		events = append(events, w.apply(fs, c)...)
 	}
 	w.mu.Unlock()
@@ -197,7 +202,15 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	f.ReplaceThresholdBytes = r.replace
 	f.ReclaimThresholdFiles, f.ReplaceThresholdFiles = r.reclaimInodes, r.replaceInodes
 	f.ReserveBytes = fs.cfg.Reserve
+	unchanged := fs.figures && sameLevels(fs.fig, f)
 	fs.fig, fs.dev, fs.figures, fs.sampled = f, c.dev, true, true
+	if unchanged && !w.conds.anyTrue(f.Path) {
+		// Rendering the messages is most of a sample's cost (Measure is on the launch hot
+		// path). With the levels unchanged and nothing true, nothing can turn true: the
+		// growth rate can only fall, which only lowers the adaptive threshold and lengthens
+		// the prediction.
+		return nil
+	}
 
 	var events []api.Event
 	for _, s := range evaluate(f, r, fs.cfg.WarnTimeToFull) {
@@ -215,4 +228,10 @@ func (w *Watcher) emit(events []api.Event) {
 			w.opts.Events(ev)
 		}
 	}
+}
+
+// sameLevels reports whether two samples show the same space and inode levels.
+func sameLevels(a, b api.Filesystem) bool {
+	return a.SizeBytes == b.SizeBytes && a.AvailBytes == b.AvailBytes &&
+		a.Files == b.Files && a.FilesFree == b.FilesFree
 }
