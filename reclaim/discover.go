@@ -175,6 +175,9 @@ func openCache(c *cache) (*safefs.Root, unix.Stat_t, error) {
 	var st unix.Stat_t
 	root, err := safefs.OpenRoot(c.Path)
 	if err != nil {
+		if unix.Lstat(c.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil, st, fmt.Errorf("cache root %s is a symlink: refused: %w", c.Path, err)
+		}
 		return nil, st, err
 	}
 	if err := unix.Fstat(root.Fd(), &st); err != nil {
