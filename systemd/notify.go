@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
@@ -59,13 +60,19 @@ func (n *Notifier) Reloading() error {
 
 // Status sets the one-line status shown by `systemctl status`. It sends only when the
 // line differs from the last one systemd accepted, so callers may call it every loop.
-// Line breaks are folded into spaces: a newline would start another assignment (an
-// unlucky status could otherwise read "READY=1").
+// Line breaks and other control characters are folded into spaces: a newline would
+// start another assignment (an unlucky status could read "READY=1"), and systemd drops
+// a whole datagram that holds a NUL.
 func (n *Notifier) Status(line string) error {
 	if !n.Enabled() {
 		return nil
 	}
-	line = strings.Join(strings.Fields(line), " ")
+	line = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, line)), " ")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.sent && line == n.status {
