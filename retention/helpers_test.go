@@ -58,13 +58,18 @@ func makeJob(t testing.TB, dir, id string, pid int, at time.Time) []string {
 		}
 		names = append(names, id+suf)
 	}
-	ageAll(t, dir, append(names, id+"/inner"), at)
+	ageAll(t, dir, names, at)
 	return names
 }
 
 func ageAll(t testing.TB, dir string, names []string, at time.Time) {
 	t.Helper()
 	for _, n := range names {
+		if exists(dir, n+"/inner") { // a job's directory: its contents age with it
+			if err := os.Chtimes(filepath.Join(dir, n, "inner"), at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := os.Chtimes(filepath.Join(dir, n), at, at); err != nil {
 			t.Fatal(err)
 		}
