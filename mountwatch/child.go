@@ -110,9 +110,10 @@ func (c *child) result() (string, error, time.Duration) {
 	return c.out.String(), c.err, c.end.Sub(c.start)
 }
 
-func (c *child) isReaped() bool {
+// isExpired reports whether the timeout passed (the kill was sent).
+func (c *child) isExpired() bool {
 	select {
-	case <-c.reaped:
+	case <-c.expired:
 		return true
 	default:
 		return false

@@ -1,6 +1,10 @@
 package mountwatch
 
 import (
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,5 +41,108 @@ func TestExpiredStaticCredentialsRemount(t *testing.T) {
 	}
 	if m.CredentialExpiresAt == nil || time.Until(*m.CredentialExpiresAt) < 30*time.Minute {
 		t.Fatalf("credential_expires_at = %v, want the renewed expiry", m.CredentialExpiresAt)
+	}
+}
+
+// With a refresh_command that renews the credential file before it expires, the mount
+// never goes denied.
+func TestRefreshCommandKeepsMountHealthy(t *testing.T) {
+	f := newFixture(t)
+	if err := writeCred(f.cred, time.Now().Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	f.startServer("--cred", f.cred, "--reload")
+	cfg := f.mountCfg("agent")
+	cfg.CredentialFile = f.cred
+	cfg.RefreshAt = 0.5
+	// The refresh command is start-testfs's --renew alone: it starts nothing when --dir is
+	// empty... so use a tiny shell instead: rewrite the file 3 s ahead.
+	cfg.RefreshCommand = []string{"/bin/sh", "-c", `printf '{"Expiration":"%s"}' "$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)" > ` + f.cred + `.tmp && mv ` + f.cred + `.tmp ` + f.cred}
+	w := f.run(f.opts(cfg))
+	f.waitState("agent", api.MountHealthy)
+	f.waitFor("three refreshes", func() bool { return w.Counters().Refreshes["agent"]["ok"] >= 3 })
+	if ev := f.eventsWith(api.EventMountProbe, "denied"); len(ev) > 0 {
+		t.Fatalf("mount went denied despite the refresh: %v", ev[0].Message)
+	}
+	if m := f.mountState("agent"); m.State != api.MountHealthy || m.CredentialExpiresAt == nil {
+		t.Fatalf("mount %+v", m)
+	}
+	if len(f.eventsWith(api.EventCredential, "credentials refreshed")) < 3 {
+		t.Fatal("no refresh events")
+	}
+}
+
+// A killed server leaves a dead mount (ENOTCONN): disconnected is detected and the
+// remount brings it back.
+func TestDisconnectedRemount(t *testing.T) {
+	f := newFixture(t)
+	f.startServer()
+	cfg := f.mountCfg("agent")
+	cfg.RemountCommand = f.serverArgs()
+	w := f.run(f.opts(cfg))
+	f.waitState("agent", api.MountHealthy)
+	syscall.Kill(f.serverPid(), syscall.SIGKILL)
+	f.waitFor("a disconnected event", func() bool { return len(f.eventsWith(api.EventMountProbe, "is disconnected: ENOTCONN")) > 0 })
+	m := f.waitState("agent", api.MountHealthy)
+	if m.RemountsTotal < 1 || w.Counters().Failures["agent"]["disconnected"] < 2 {
+		t.Fatalf("mount %+v counters %+v", m, w.Counters().Failures)
+	}
+}
+
+// A server that stops answering: the loop keeps running, the connection is aborted
+// through fusectl and remounted, and no probe child is left outstanding.
+func TestHungAbortRemount(t *testing.T) {
+	f := newFixture(t)
+	f.startServer()
+	cfg := f.mountCfg("agent")
+	cfg.ProbeTimeout = 1500 * time.Millisecond // generous: a -race probe child takes ~1 s to start
+	cfg.RemountCommand = f.serverArgs("--kill")
+	var checkedWhileHung atomic.Int32 // 1: Check refused, 2: Check passed
+	f.onEvent = func(e api.Event) {
+		if e.Kind == api.EventMountProbe && strings.Contains(e.Message, "is hung") {
+			if _, _, _, ok := f.w.Check(nil); ok {
+				checkedWhileHung.Store(2)
+			} else {
+				checkedWhileHung.CompareAndSwap(0, 1)
+			}
+		}
+	}
+	w := f.run(f.opts(cfg))
+	f.waitState("agent", api.MountHealthy)
+	before := runtime.NumGoroutine()
+	syscall.Kill(f.serverPid(), syscall.SIGUSR1)
+	f.waitFor("a hung event", func() bool { return len(f.eventsWith(api.EventMountProbe, "is hung")) > 0 })
+	if checkedWhileHung.Load() != 1 {
+		t.Fatal("Check did not refuse the hung mount")
+	}
+	f.waitFor("an abort event", func() bool { return len(f.eventsWith(api.EventMountAbort, "aborted hung connection")) > 0 })
+	f.waitState("agent", api.MountHealthy)
+	if w.Counters().Aborts["agent"] < 1 {
+		t.Fatal("abort not counted")
+	}
+	f.waitFor("no outstanding probe", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.mounts[0].probe == nil
+	})
+	f.waitFor("goroutines back to normal", func() bool { return runtime.NumGoroutine() <= before+3 })
+}
+
+// A mount made without allow_other for uid 65534 denies root; the watcher probes it as
+// its owner and reads it healthy.
+func TestOtherOwnerProbedAsOwner(t *testing.T) {
+	f := newFixture(t)
+	f.startServer("--user-id", "65534")
+	var st syscall.Stat_t
+	if err := syscall.Stat(f.mnt, &st); err != syscall.EACCES {
+		t.Fatalf("root stat of a mount without allow_other: %v, want EACCES (test premise)", err)
+	}
+	w := f.run(f.opts(f.mountCfg("nobody")))
+	m := f.waitState("nobody", api.MountHealthy)
+	if m.LastProbeAt == nil {
+		t.Fatal("no probe time")
+	}
+	if c := w.Counters(); c.Failures["nobody"]["denied"] != 0 {
+		t.Fatalf("probed as the wrong user: %+v", c.Failures)
 	}
 }

@@ -68,9 +68,10 @@ type fixture struct {
 	base, mnt, backing, cred, pidfile, pidlog string
 	fusectl                                   string
 
-	mu     sync.Mutex
-	events []api.Event
-	w      *Watcher
+	mu      sync.Mutex
+	events  []api.Event
+	w       *Watcher
+	onEvent func(api.Event) // set before run; called from the watcher's goroutines
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -169,6 +170,9 @@ func (f *fixture) opts(mounts ...MountConfig) Options {
 			f.mu.Lock()
 			f.events = append(f.events, e)
 			f.mu.Unlock()
+			if f.onEvent != nil {
+				f.onEvent(e)
+			}
 			f.t.Logf("event %s %s: %s", e.Kind, e.Subject, e.Message)
 		},
 	}
@@ -220,7 +224,7 @@ func (f *fixture) waitFor(what string, cond func() bool) {
 func (f *fixture) waitState(name, state string) api.Mount {
 	f.t.Helper()
 	var m api.Mount
-	f.waitFor("mount "+name+" "+state, func() bool { m = f.mountState(name); return m.State == state })
+	f.waitFor("mount "+name+" "+state, func() bool { m = f.mountState(name); return m.State == state && m.LastProbeAt != nil })
 	return m
 }
 

@@ -61,6 +61,8 @@ func (m *mount) detail() string {
 		if m.op != "" {
 			s += " on " + m.op
 		}
+	} else if m.msg != "" {
+		s += ": " + m.msg
 	}
 	if m.cred.known && m.cred.expired(time.Now()) {
 		s += fmt.Sprintf(" (credential expired at %s)", m.cred.expires.UTC().Format(time.RFC3339))

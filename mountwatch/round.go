@@ -51,13 +51,14 @@ func (w *Watcher) discover(entries []mountEntry) {
 	w.others = others
 }
 
-// round runs one probe round for m: a missing mount fails at once, a probe still
-// outstanding from the last round fails the round (with one outstanding probe per mount a
-// hang would otherwise never reach two failures), else a new probe child starts and its
-// outcome arrives later.
+// round runs one probe round for m: a missing mount fails at once; a probe still
+// outstanding after its probe_timeout kill fails the round (with one outstanding probe
+// per mount a hang would otherwise never reach two failures); a probe still within its
+// timeout is waited for (a slow machine is not a failing mount); else a new probe child
+// starts and its outcome arrives later.
 func (w *Watcher) round(ctx context.Context, m *mount) {
 	w.mu.Lock()
-	present, outstanding := m.present, m.probe != nil
+	present, outstanding, overdue := m.present, m.probe != nil, m.probe != nil && m.probe.isExpired()
 	fstype := m.entry.FSType
 	w.mu.Unlock()
 	switch {
@@ -68,9 +69,12 @@ func (w *Watcher) round(ctx context.Context, m *mount) {
 		}
 		w.apply(m, outcome{state: api.MountMissing, msg: msg, at: w.opts.Now()})
 		return
-	case outstanding:
-		w.apply(m, w.hungOutcome(m, "the last probe is still outstanding"))
+	case overdue:
+		// Killed at its timeout and still not reaped: stuck in the mount.
+		w.apply(m, w.hungOutcome(m, "the last probe is still outstanding after its kill"))
 		return
+	case outstanding:
+		return // still within its probe_timeout: its own outcome will count
 	}
 	c, err := w.launchProbe(m, m.cfg.Canary, false)
 	if err != nil {
@@ -219,8 +223,12 @@ func (w *Watcher) apply(m *mount, o outcome) {
 		if first || m.cred.expired(w.opts.Now()) {
 			need = 1
 		}
-		if m.failStreak >= need && (m.state != o.state || m.errno != o.errno) {
-			ev = m.setState(o.state, o.errno, o.op, o.msg, w.opts.Now())
+		if m.failStreak >= need {
+			if m.state != o.state || m.errno != o.errno {
+				ev = m.setState(o.state, o.errno, o.op, o.msg, w.opts.Now())
+			} else {
+				m.op, m.msg = o.op, o.msg
+			}
 		}
 	}
 	w.mu.Unlock()
@@ -237,7 +245,7 @@ func (m *mount) setState(state, errno, op, msg string, now time.Time) *transitio
 	if m.state != state {
 		m.since = now
 	}
-	m.state, m.errno, m.op = state, errno, op
+	m.state, m.errno, m.op, m.msg = state, errno, op, msg
 	return t
 }
 

@@ -145,10 +145,22 @@ func serveTestFS(args []string) int {
 	lr.RootNode = root
 	one := time.Second
 	mo := fuse.MountOptions{DirectMount: true, DirectMountStrict: true, FsName: "testfs", Name: "testfs"}
+	var server *fuse.Server
+	var err error
 	if *uid >= 0 {
+		// A mount owned by another user, without allow_other: root mounts it directly with
+		// user_id= (later options override go-fuse's own user_id=0). /dev/fuse is 0600
+		// here, so the server cannot run as that user through fusermount3. fs.Mount's
+		// WaitMount would open a file on the mount as root and get EACCES: serve directly.
 		mo.Options = []string{fmt.Sprintf("user_id=%d", *uid), fmt.Sprintf("group_id=%d", *uid)}
+		opts := &fs.Options{MountOptions: mo, AttrTimeout: &one}
+		server, err = fuse.NewServer(fs.NewNodeFS(root, opts), *dir, &mo)
+		if err == nil {
+			go server.Serve()
+		}
+	} else {
+		server, err = fs.Mount(*dir, root, &fs.Options{MountOptions: mo, AttrTimeout: &one})
 	}
-	server, err := fs.Mount(*dir, root, &fs.Options{MountOptions: mo, AttrTimeout: &one})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mount:", err)
 		fmt.Println("error:", err)

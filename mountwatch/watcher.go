@@ -39,6 +39,7 @@ type mount struct {
 	probed     bool // at least one round finished
 	state      string
 	errno, op  string
+	msg        string // what the last failure said, for the detail line
 	since      time.Time
 	failStreak int
 
