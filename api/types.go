@@ -176,6 +176,8 @@ type Status struct {
 	Filesystems []Filesystem `json:"filesystems"`
 	Sites       []Site       `json:"sites"`
 	Mounts      []Mount      `json:"mounts"`
+	OtherMounts []Mount      `json:"other_fuse_mounts"`
+	Caches      []CacheRoot  `json:"caches"`
 	Reclaim     *ReclaimRun  `json:"reclaim"`
 	Conditions  []Condition  `json:"conditions"`
 	State       StateInfo    `json:"state"`
@@ -277,4 +279,20 @@ type ReclaimRequest struct {
 	TargetFree     *Size     `json:"target_free,omitempty"`
 	ReleaseReserve bool      `json:"release_reserve,omitempty"`
 	Deadline       *Duration `json:"deadline,omitempty"`
+}
+
+// CacheRoot is a declared or discovered cache root that reclaim may draw on.
+type CacheRoot struct {
+	Name           string     `json:"name"`
+	Kind           string     `json:"kind"`
+	Path           string     `json:"path"`
+	Declared       bool       `json:"declared"`
+	OwnerUID       uint32     `json:"owner_uid"`
+	Ladder         string     `json:"ladder"`
+	Order          int        `json:"order"`
+	EstimatedBytes int64      `json:"estimated_bytes"`
+	EstimatedFiles int64      `json:"estimated_files"`
+	Partial        bool       `json:"partial,omitempty"`
+	SizedAt        *time.Time `json:"sized_at"`
+	Problem        string     `json:"problem,omitempty"`
 }

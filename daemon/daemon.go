@@ -56,10 +56,10 @@ type Daemon struct {
 	metrics *metrics
 	health  *healthTracker
 
-	cfgMu   sync.RWMutex // guards cfg, writersV and comps
-	cfg     *config.Config
-	writers Writers
-	comps   *components
+	cfgMu    sync.RWMutex // guards cfg, writersV and comps
+	cfg      *config.Config
+	writersV Writers
+	comps    *components
 
 	lastLoop  atomic.Int64 // unix nanoseconds of the last supervisor round
 	readySent atomic.Bool
@@ -107,7 +107,7 @@ func New(opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.cfg, d.writers = opts.Config, w
+	d.cfg, d.writersV = opts.Config, w
 	d.state = state.Open(opts.Config.Server.StateDir)
 	if err := d.state.Err(); err != nil {
 		d.logger.Warn("state directory unusable: state stays in memory", "dir", opts.Config.Server.StateDir, "err", err)
@@ -140,7 +140,7 @@ func (d *Daemon) config() *config.Config {
 func (d *Daemon) writers() Writers {
 	d.cfgMu.RLock()
 	defer d.cfgMu.RUnlock()
-	return d.writers
+	return d.writersV
 }
 
 func (d *Daemon) current() *components {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/reclaim"
 )
 
 func (d *Daemon) handleLivez(w http.ResponseWriter, r *http.Request) error {
@@ -58,6 +59,8 @@ func (d *Daemon) Status() api.Status {
 		Filesystems: nonNil(c.pressure.Snapshot()),
 		Sites:       nonNil(c.sites.Snapshot()),
 		Mounts:      nonNil(c.mounts.Snapshot()),
+		OtherMounts: nonNil(c.mounts.Others()),
+		Caches:      cacheRoots(c.reclaim.Caches()),
 		Reclaim:     c.reclaim.Last(),
 		Conditions:  d.conditions(),
 		State:       api.StateInfo{Dir: d.state.Dir(), Persistent: d.state.Err() == nil},
@@ -121,4 +124,19 @@ func (d *Daemon) handleConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"toml": string(b)})
 	return nil
+}
+
+func cacheRoots(in []reclaim.CacheInfo) []api.CacheRoot {
+	out := make([]api.CacheRoot, 0, len(in))
+	for _, c := range in {
+		r := api.CacheRoot{Name: c.Name, Kind: c.Kind, Path: c.Path, Declared: c.Declared, OwnerUID: c.Owner,
+			Ladder: c.Ladder, Order: c.Order, EstimatedBytes: c.EstimatedBytes, EstimatedFiles: c.EstimatedFiles,
+			Partial: c.Partial, Problem: c.Problem}
+		if !c.SizedAt.IsZero() {
+			t := c.SizedAt
+			r.SizedAt = &t
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -14,9 +14,9 @@ import (
 
 // reloadStats backs sandboxd_config_last_reload_*.
 type reloadStats struct {
-	mu   sync.Mutex // guards ok, at
-	ok   bool
-	at   time.Time
+	mu sync.Mutex // guards ok, at
+	ok bool
+	at time.Time
 }
 
 func (r *reloadStats) record(ok bool, now time.Time) {
@@ -90,7 +90,7 @@ func (d *Daemon) apply(next *config.Config) error {
 	}
 	d.cfgMu.Lock()
 	old := d.comps
-	d.cfg, d.writers = next, w
+	d.cfg, d.writersV = next, w
 	if comps != nil {
 		d.comps = comps
 	}
