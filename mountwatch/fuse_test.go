@@ -55,8 +55,7 @@ func TestRefreshCommandKeepsMountHealthy(t *testing.T) {
 	cfg := f.mountCfg("agent")
 	cfg.CredentialFile = f.cred
 	cfg.RefreshAt = 0.5
-	// The refresh command is start-testfs's --renew alone: it starts nothing when --dir is
-	// empty... so use a tiny shell instead: rewrite the file 3 s ahead.
+	// The refresh command rewrites the file to expire 3 s ahead, as a credential helper would.
 	cfg.RefreshCommand = []string{"/bin/sh", "-c", `printf '{"Expiration":"%s"}' "$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)" > ` + f.cred + `.tmp && mv ` + f.cred + `.tmp ` + f.cred}
 	w := f.run(f.opts(cfg))
 	f.waitState("agent", api.MountHealthy)

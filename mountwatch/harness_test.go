@@ -240,3 +240,5 @@ func (f *fixture) eventsWith(kind, substr string) []api.Event {
 	}
 	return out
 }
+
+func killServer(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
