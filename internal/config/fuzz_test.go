@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -32,6 +33,10 @@ func FuzzParse(f *testing.F) {
 			for _, p := range ve.Problems {
 				if p.Msg == "" {
 					t.Fatalf("problem without a message: %+v", p)
+				}
+				// An unknown key is always written in the file: the scanner must find it.
+				if strings.HasPrefix(p.Msg, "unknown key") && p.Line == 0 {
+					t.Fatalf("unknown key without a line: %+v\n%q", p, data)
 				}
 			}
 			return

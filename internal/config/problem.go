@@ -83,10 +83,16 @@ func (ps *problems) add(key string, alsoAt []string, format string, args ...any)
 	}
 	ps.seen[key] = true
 	line := 0
+	msg := fmt.Sprintf(format, args...)
 	if ps.pos != nil {
 		line = ps.pos.line(append([]string{key}, alsoAt...)...)
+		if line == 0 && key != "" {
+			// A check that relates a key of the file to a default the file never
+			// mentions; say so, or the person looks for the key in vain.
+			msg += " (the value is the embedded default: the file does not set this key)"
+		}
 	}
-	ps.list = append(ps.list, Problem{File: ps.file, Key: key, Line: line, Msg: fmt.Sprintf(format, args...)})
+	ps.list = append(ps.list, Problem{File: ps.file, Key: key, Line: line, Msg: msg})
 }
 
 func (ps *problems) addf(key, format string, args ...any) { ps.add(key, nil, format, args...) }

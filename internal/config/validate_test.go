@@ -39,7 +39,7 @@ func TestRejections(t *testing.T) {
 		{"cache root is /", "[[reclaim.cache]]\nname = \"c\"\npath = \"/\"\n", "reclaim.cache[0].path", "path = \"/\"", []string{"/home"}},
 		{"site inside protect", "[[site]]\nname = \"s\"\npath = \"/home/u/tmp\"\n", "site[0].path", "path", []string{"/home/u/tmp", `"/home"`}},
 		{"site equals protect", "[[site]]\nname = \"s\"\npath = \"/root/\"\n", "site[0].path", "path", []string{`"/root"`}},
-		{"default site inside a protect of the file", "[reclaim]\nprotect = [\"/tmp\"]\n", "site[0].path", "", []string{"/tmp/aura-bg"}},
+		{"default site inside a protect of the file", "[reclaim]\nprotect = [\"/tmp\"]\n", "site[0].path", "", []string{"/tmp/aura-bg", "embedded default"}},
 		{"relative socket", "[server]\nsocket = \"run/s.sock\"\n", "server.socket", "socket", []string{"run/s.sock", "relative"}},
 		{"relative state dir", "[server]\nstate_dir = \"state\"\n", "server.state_dir", "state_dir", []string{`"state"`}},
 		{"relative filesystem", "[[filesystem]]\npath = \"data\"\n", "filesystem[0].path", "path", []string{`"data"`}},
