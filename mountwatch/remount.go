@@ -123,7 +123,9 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 	if !o.ok {
 		return fmt.Errorf("canary after remount: %s %s on %s", o.state, o.errno, o.op)
 	}
-	o.ok = true
+	if m.cfg.CredentialFile != "" {
+		w.reloadCredential(m) // a restart usually comes with fresh credentials
+	}
 	w.mu.Lock()
 	m.remounting = false
 	w.mu.Unlock()

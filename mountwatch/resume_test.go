@@ -42,7 +42,9 @@ func TestResumeRefreshesAndProbes(t *testing.T) {
 // restarterFunc adapts a function to UnitRestarter (systemd's D-Bus restarter in the daemon).
 type restarterFunc func(ctx context.Context, name string) (string, error)
 
-func (r restarterFunc) RestartUnit(ctx context.Context, name string) (string, error) { return r(ctx, name) }
+func (r restarterFunc) RestartUnit(ctx context.Context, name string) (string, error) {
+	return r(ctx, name)
+}
 
 // remount_unit goes through the Restarter; max_remounts_per_hour stops a remount loop.
 func TestRemountUnitAndHourlyLimit(t *testing.T) {
