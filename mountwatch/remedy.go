@@ -57,14 +57,16 @@ func (w *Watcher) remediate(ctx context.Context, m *mount) bool {
 			}
 		}
 	}
+	if state == api.MountHung {
+		// Even with no way to remount, an aborted connection fails callers fast instead of
+		// leaving them in uninterruptible sleep.
+		w.abort(m)
+	}
 	if !canRemount {
 		if w.once(m, "no-remount") {
 			w.emit(api.EventRemount, m.cfg.Name, fmt.Sprintf("mount %s is %s and neither remount_unit nor remount_command is set: left as is", m.cfg.Name, state), nil)
 		}
 		return false
-	}
-	if state == api.MountHung {
-		w.abort(m)
 	}
 	return w.remount(ctx, m, state)
 }

@@ -212,6 +212,11 @@ func (w *Watcher) apply(m *mount, o outcome) {
 		if m.state != api.MountHealthy {
 			ev = m.setState(api.MountHealthy, "", "", "", w.opts.Now())
 			m.backoff, m.nextRemedy = 0, time.Time{}
+			for k := range m.observedFix { // the next episode reports what it would do again
+				if !strings.HasPrefix(k, "link") { // links are judged on their own, not per episode
+					delete(m.observedFix, k)
+				}
+			}
 		}
 	} else {
 		if o.duration == 0 && !o.at.IsZero() {
