@@ -85,8 +85,8 @@ func (it *direntIter) next() (dtype byte, name []byte, ok bool) {
 		for end < len(n) && n[end] != 0 {
 			end++
 		}
-		if end == len(n) {
-			continue // no NUL inside the record: malformed, skip it
+		if end == len(n) || end == 0 {
+			continue // no NUL inside the record, or an empty name: malformed, skip it
 		}
 		n = n[:end+1] // keep the NUL so &n[0] can go straight to a syscall
 		if (end == 1 && n[0] == '.') || (end == 2 && n[0] == '.' && n[1] == '.') {
