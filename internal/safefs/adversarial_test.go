@@ -76,6 +76,11 @@ func TestMountsAreNotCrossed(t *testing.T) {
 	bindMount(t, outFile, fileMnt)
 
 	r := openRoot(t, root)
+	var stx unix.Statx_t
+	unix.Statx(unix.AT_FDCWD, bind, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx)
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		t.Log("this kernel does not report STATX_ATTR_MOUNT_ROOT; IsMountPoint falls back to mount ids")
+	}
 	var st unix.Stat_t
 	unix.Lstat(bind, &st)
 	pfd, _ := unix.Open(filepath.Dir(bind), unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -96,6 +101,13 @@ func TestMountsAreNotCrossed(t *testing.T) {
 		if _, err := r.Remove(context.Background(), name, RemoveOptions{}); !errors.Is(err, ErrMountPoint) {
 			t.Errorf("Remove(%s) = %v, want ErrMountPoint", name, err)
 		}
+	}
+	// Names that pass through a mount point are refused by RESOLVE_NO_XDEV.
+	if _, err := r.Remove(context.Background(), "job/a/bind/keep.txt", RemoveOptions{}); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("Remove through a bind mount = %v, want EXDEV", err)
+	}
+	if _, err := r.ReadDir("job/b/tmpfs"); !errors.Is(err, unix.EXDEV) {
+		t.Errorf("ReadDir of a mounted tmpfs = %v, want EXDEV", err)
 	}
 	stats, err := r.Remove(context.Background(), "job", RemoveOptions{})
 	if err != nil {
