@@ -18,6 +18,21 @@ type Stats struct {
 	Errors  []error // per-entry failures, capped at maxErrors (+1 "omitted" marker)
 }
 
+// Add folds o into s (for callers that remove many entries per run), keeping the cap on
+// Errors.
+func (s *Stats) Add(o Stats) {
+	s.Files += o.Files
+	s.Dirs += o.Dirs
+	s.Bytes += o.Bytes
+	s.Skipped += o.Skipped
+	for _, err := range o.Errors {
+		if len(s.Errors) > maxErrors {
+			break
+		}
+		s.Errors = append(s.Errors, err)
+	}
+}
+
 // RemoveOptions tune a Remove.
 type RemoveOptions struct {
 	// MakeWritable gives directories beneath u+rwx before emptying them (the Go module

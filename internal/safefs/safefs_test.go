@@ -122,6 +122,12 @@ func TestRemoveMixedTree(t *testing.T) {
 	if _, err := os.Stat(root); err != nil {
 		t.Fatalf("the root itself went: %v", err)
 	}
+	var sum Stats
+	sum.Add(st)
+	sum.Add(Stats{Files: 1, Errors: []error{errors.New("x")}})
+	if sum.Files != files+1 || sum.Bytes != st.Bytes || len(sum.Errors) != 1 {
+		t.Fatalf("Add: %+v", sum)
+	}
 }
 
 func TestRemoveSingleEntries(t *testing.T) {
