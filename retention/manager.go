@@ -78,7 +78,7 @@ func (m *Manager) saveSightings(force bool) {
 		s.mu.Lock()
 		dirty = dirty || s.sightDirty
 		s.sightDirty = false
-		doc.Sites[s.cfg.Name] = maps(s.sightings)
+		doc.Sites[s.name] = maps(s.sightings)
 		s.mu.Unlock()
 	}
 	if !dirty || m.opts.State == nil {
@@ -175,7 +175,7 @@ func (m *Manager) Reconfigure(sites []SiteConfig) error {
 	for _, c := range sites {
 		old := m.sites[c.Name]
 		switch {
-		case old != nil && old.cfg.Path == c.Path:
+		case old != nil && old.path == c.Path:
 			old.mu.Lock()
 			old.cfg = c
 			old.mu.Unlock()

@@ -59,7 +59,7 @@ func (s *site) prune(ctx context.Context, maxFiles int, trigger string, drain bo
 // pruneClaimed is prune that also says how many jobs it claimed (the drain goes on while
 // it claims any, even when they all turned out to be alive or too young).
 func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, drain bool) (PruneResult, int) {
-	res := PruneResult{Site: s.cfg.Name, Observed: s.m.opts.Observe, ByReason: map[string]int64{}}
+	res := PruneResult{Site: s.name, Observed: s.m.opts.Observe, ByReason: map[string]int64{}}
 	if !drain {
 		s.waiting.Add(1)
 	}
@@ -95,7 +95,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 		}
 		s.deleteJob(ctx, root, &picks[i])
 	}
-	s.finish(picks, now, trigger, &res)
+	s.finish(picks, now, trigger, drain, &res)
 	return res, claimed
 }
 
@@ -144,7 +144,7 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 		budget -= n
 		picks = append(picks, p)
 	}
-	if len(picks) == 0 {
+	if len(picks) == 0 && !drain {
 		res.Pending = s.pendingLocked(now)
 	}
 	return picks, s.root, now
@@ -231,7 +231,9 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, p *pick) {
 }
 
 // finish applies what the picks did to the index and the counters and reports it.
-func (s *site) finish(picks []pick, now int64, trigger string, res *PruneResult) {
+// A drain batch leaves Pending at zero: counting it walks every expired job, which a
+// batch every few milliseconds need not pay for (the status and launch calls count it).
+func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *PruneResult) {
 	var errs []string
 	s.mu.Lock()
 	for i := range picks {
@@ -269,8 +271,10 @@ func (s *site) finish(picks []pick, now int64, trigger string, res *PruneResult)
 	if res.Files > 0 {
 		s.lastPrune = timeFromNanos(now)
 	}
-	res.Pending = s.pendingLocked(now)
-	name := s.cfg.Name
+	if !drain {
+		res.Pending = s.pendingLocked(now)
+	}
+	name := s.name
 	s.mu.Unlock()
 	if len(errs) > 0 {
 		res.Problem = fmt.Sprintf("%d jobs not fully pruned; first: %s", len(errs), errs[0])

@@ -92,7 +92,7 @@ func (s *site) handle(p *pending) (reconcile bool) {
 	case rootGone:
 		return true
 	case overflow:
-		s.m.opts.Logger.Info("inotify queue overflowed; rescanning the site", "site", s.cfg.Name)
+		s.m.opts.Logger.Info("inotify queue overflowed; rescanning the site", "site", s.name)
 		s.rescan()
 		s.refreshLiveness(nil)
 		s.kickDrain()
@@ -108,15 +108,15 @@ func (s *site) handle(p *pending) (reconcile bool) {
 func (s *site) watch(p *pending) *fsnotify.Watcher {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		s.m.opts.Logger.Warn("no inotify for site; relying on rescans", "site", s.cfg.Name, "err", err)
+		s.m.opts.Logger.Warn("no inotify for site; relying on rescans", "site", s.name, "err", err)
 		return nil
 	}
-	if err := w.Add(s.cfg.Path); err != nil {
+	if err := w.Add(s.path); err != nil {
 		w.Close()
-		s.m.opts.Logger.Warn("no inotify watch for site; relying on rescans", "site", s.cfg.Name, "err", err)
+		s.m.opts.Logger.Warn("no inotify watch for site; relying on rescans", "site", s.name, "err", err)
 		return nil
 	}
-	go readEvents(w, s.cfg.Path+"/", p)
+	go readEvents(w, s.path+"/", p)
 	return w
 }
 

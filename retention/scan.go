@@ -24,7 +24,7 @@ func (s *site) rescan() error {
 	if err != nil {
 		s.mu.Lock()
 		if s.root == root {
-			s.detachLocked(fmt.Sprintf("root %s cannot be listed: %v", s.cfg.Path, err))
+			s.detachLocked(fmt.Sprintf("root %s cannot be listed: %v", s.path, err))
 		}
 		s.mu.Unlock()
 		return err
@@ -220,11 +220,16 @@ func (s *site) applyEvents(ops map[string]fsnotify.Op) {
 	if root == nil || len(ops) == 0 {
 		return
 	}
-	var names, written []string
+	var names, written, gone []string
 	for n, op := range ops {
-		if op == fsnotify.Write {
+		switch {
+		case op == fsnotify.Write:
 			written = append(written, n)
-		} else {
+		case !op.Has(fsnotify.Create) && (op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename)):
+			// Gone without an lstat: a drain's own unlinks come back as one event each,
+			// and a name created again afterwards brings its own Create.
+			gone = append(gone, n)
+		default:
 			names = append(names, n)
 		}
 	}
@@ -235,6 +240,9 @@ func (s *site) applyEvents(ops map[string]fsnotify.Op) {
 		return
 	}
 	s.applyLocked(ups)
+	for _, n := range gone {
+		s.idx.remove(n)
+	}
 	for _, n := range written {
 		s.idx.touch(n)
 	}

@@ -18,7 +18,8 @@ import (
 
 // site is one write site: its root, index, liveness and counters.
 type site struct {
-	m *Manager
+	m          *Manager
+	name, path string // fixed for the site's life; a new path makes a new site
 
 	// sem is the prune lock: one prune of the site at a time (the launch call's or a drain
 	// batch). A channel so a launch can give up on it when its deadline passes.
@@ -64,7 +65,7 @@ func newSite(m *Manager, cfg SiteConfig, sightings map[string]sighting) *site {
 		sightings = map[string]sighting{}
 	}
 	return &site{
-		m: m, cfg: cfg, sem: make(chan struct{}, 1), idx: newIndex(),
+		m: m, name: cfg.Name, path: cfg.Path, cfg: cfg, sem: make(chan struct{}, 1), idx: newIndex(),
 		drainKick: make(chan struct{}, 1), recheckNow: make(chan struct{}, 1), started: make(chan struct{}),
 		sightings: sightings, pruned: map[string]int64{},
 		problem: notScanned, problemSince: m.opts.Now(),
@@ -85,9 +86,9 @@ func (s *site) setProblemLocked(p string) {
 	msg := "site root is fine again"
 	if p != "" {
 		msg = p
-		s.m.opts.Logger.Warn("site not cleaned", "site", s.cfg.Name, "problem", p)
+		s.m.opts.Logger.Warn("site not cleaned", "site", s.name, "problem", p)
 	}
-	s.m.emit(api.Event{Kind: api.EventCondition, Subject: s.cfg.Name, Message: msg,
+	s.m.emit(api.Event{Kind: api.EventCondition, Subject: s.name, Message: msg,
 		Fields: map[string]any{"type": api.CondSiteProblem, "status": p != ""}})
 }
 
@@ -101,7 +102,7 @@ func (s *site) attach() (opened bool) {
 	defer s.mu.Unlock()
 	if s.root != nil {
 		var st unix.Stat_t
-		err := unix.Lstat(s.cfg.Path, &st)
+		err := unix.Lstat(s.path, &st)
 		if err == nil && uint64(st.Dev) == s.root.Dev() && st.Ino == s.rootIno {
 			if p := s.root.CheckOwner(s.allowedUIDs()...); p != "" {
 				s.detachLocked(p)
@@ -110,9 +111,9 @@ func (s *site) attach() (opened bool) {
 		}
 		s.detachLocked("") // replaced or gone: open it again below
 	}
-	r, err := safefs.OpenRoot(s.cfg.Path)
+	r, err := safefs.OpenRoot(s.path)
 	if err != nil {
-		s.setProblemLocked(rootProblem(s.cfg.Path, err))
+		s.setProblemLocked(rootProblem(s.path, err))
 		return false
 	}
 	if p := r.CheckOwner(s.allowedUIDs()...); p != "" {
@@ -123,12 +124,12 @@ func (s *site) attach() (opened bool) {
 	var st unix.Stat_t
 	if err := unix.Fstat(r.Fd(), &st); err != nil {
 		r.Close()
-		s.setProblemLocked(fmt.Sprintf("root %s cannot be examined: %v", s.cfg.Path, err))
+		s.setProblemLocked(fmt.Sprintf("root %s cannot be examined: %v", s.path, err))
 		return false
 	}
 	s.root, s.rootIno = r, st.Ino
-	s.matchRoots = []string{filepath.Clean(s.cfg.Path)}
-	if real, err := filepath.EvalSymlinks(s.cfg.Path); err == nil && real != s.matchRoots[0] {
+	s.matchRoots = []string{filepath.Clean(s.path)}
+	if real, err := filepath.EvalSymlinks(s.path); err == nil && real != s.matchRoots[0] {
 		s.matchRoots = append(s.matchRoots, real)
 	}
 	s.ready = false

@@ -84,7 +84,7 @@ func (s *site) snapshot() api.Site {
 	defer s.mu.Unlock()
 	now := s.m.opts.Now()
 	out := api.Site{
-		Name: s.cfg.Name, Path: s.cfg.Path,
+		Name: s.name, Path: s.path,
 		Files: s.idx.files, Bytes: s.idx.bytes, Jobs: int64(len(s.idx.jobs)), RunningJobs: s.running,
 		MaxAgeSeconds: s.cfg.MaxAge.Seconds(), PendingPrune: s.pendingLocked(now.UnixNano()),
 		PrunedTotal: s.prunedTotal,
@@ -114,7 +114,7 @@ func (m *Manager) Conditions() []api.Condition {
 		s.mu.Lock()
 		if s.problem != "" && s.problem != notScanned {
 			out = append(out, api.Condition{
-				Type: api.CondSiteProblem, Subject: s.cfg.Name, Status: true,
+				Type: api.CondSiteProblem, Subject: s.name, Status: true,
 				Reason: "SiteRootUnsafe", Message: s.problem, Since: s.problemSince, Severity: api.HealthWarning,
 			})
 		}
@@ -134,7 +134,7 @@ func (m *Manager) PrunedTotals() map[string]map[string]int64 {
 		for k, v := range s.pruned {
 			r[k] = v
 		}
-		out[s.cfg.Name] = r
+		out[s.name] = r
 		s.mu.Unlock()
 	}
 	return out
