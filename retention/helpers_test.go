@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,10 +88,12 @@ func startJob(t testing.TB, dir, id string) *exec.Cmd {
 	defer out.Close()
 	cmd := exec.Command("sh", id+".launch.sh")
 	cmd.Dir, cmd.Stdout = dir, out
+	// Its own process group, so the script's `sleep` goes with it and nothing is left behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 	if err := os.WriteFile(filepath.Join(dir, id+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}

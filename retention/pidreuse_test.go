@@ -39,8 +39,17 @@ func TestPidReuse(t *testing.T) {
 	stateDir := t.TempDir()
 	now := time.Now()
 	reused := makeJob(t, dir, "reusejob", 0, now)
-	job := startJob(t, dir, "reusejob")
+	// A plain child, not startJob's process group: a group keeps its leader's pid in use.
+	job := exec.Command("sleep", "300")
+	job.Dir = "/"
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
 	pid := job.Process.Pid
+	if err := os.WriteFile(filepath.Join(dir, "reusejob.pid"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The control: a process that is the job's only by first sighting.
 	own := makeJob(t, dir, "ownjob", 0, now)
@@ -103,6 +112,7 @@ func spawnWithPid(t *testing.T, pid int) *exec.Cmd {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
-	t.Fatalf("could not get pid %d", pid)
+	out, _ := exec.Command("ps", "-eo", "pid,stat,args").CombinedOutput()
+	t.Fatalf("could not get pid %d:\n%s", pid, out)
 	return nil
 }
