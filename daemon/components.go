@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -113,25 +112,34 @@ func mountConfigs(cfg *config.Config) []mountwatch.MountConfig {
 	return out
 }
 
-// reservePath is where a filesystem's reserve file lives: <state_dir>/reserve-<n> when
-// the state dir is on that filesystem, else <mountpoint>/.sandboxd-reserve.
-func reservePath(cfg *config.Config, i int) string {
+// reservePath is where a filesystem's reserve file lives: <state_dir>/reserve (or
+// reserve-<n>) when the state dir is on that filesystem, else <mountpoint>/.sandboxd-reserve.
+// Filesystems are told apart by their mountpoints in mountinfo, found lexically: no
+// syscall touches the watched path here, since it may be a hung FUSE mount.
+func reservePath(cfg *config.Config, i int, mountpoints []string) string {
 	f := cfg.Filesystems[i]
 	if f.ReservePath != "" {
 		return f.ReservePath
 	}
-	var a, b syscallStat
-	if statDev(cfg.Server.StateDir, &a) == nil && statDev(f.Path, &b) == nil && a.dev == b.dev {
+	mp := lexicalMount(mountpoints, f.Path)
+	if cfg.Server.StateDir != "" && lexicalMount(mountpoints, cfg.Server.StateDir) == mp {
 		if i == 0 {
 			return filepath.Join(cfg.Server.StateDir, "reserve")
 		}
 		return filepath.Join(cfg.Server.StateDir, fmt.Sprintf("reserve-%d", i))
 	}
-	mp := f.Path
-	if fs, err := pressure.Statfs(f.Path); err == nil && fs.Mountpoint != "" {
-		mp = fs.Mountpoint
-	}
 	return filepath.Join(mp, ".sandboxd-reserve")
+}
+
+// lexicalMount is the deepest mountpoint that contains path by name.
+func lexicalMount(mountpoints []string, path string) string {
+	best := "/"
+	for _, mp := range mountpoints {
+		if (path == mp || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")) && len(mp) > len(best) {
+			best = mp
+		}
+	}
+	return best
 }
 
 func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites *retention.Manager) reclaim.Options {
@@ -142,10 +150,11 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites 
 	}
 	var reserves []reclaim.ReserveConfig
 	var fsPaths []string
+	mountpoints := reclaim.MountPoints(d.opts.ProcRoot)
 	for i, f := range cfg.Filesystems {
 		fsPaths = append(fsPaths, f.Path)
 		if f.Reserve > 0 {
-			reserves = append(reserves, reclaim.ReserveConfig{Filesystem: f.Path, Path: reservePath(cfg, i), Bytes: int64(f.Reserve)})
+			reserves = append(reserves, reclaim.ReserveConfig{Filesystem: f.Path, Path: reservePath(cfg, i, mountpoints), Bytes: int64(f.Reserve)})
 		}
 	}
 	return reclaim.Options{
@@ -262,14 +271,4 @@ func (d *Daemon) shutdownComponents() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d.current().reclaim.Shutdown(ctx)
-}
-
-type syscallStat struct{ dev uint64 }
-
-func statDev(path string, out *syscallStat) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	return statDevSys(fi, out)
 }
