@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -111,7 +113,7 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 		path = cfg.Filesystems[0].Path
 	}
 
-	fs, err := c.pressure.Measure(ctx, path)
+	fs, err := c.pressure.Measure(ctx, existingAncestor(path))
 	if err != nil {
 		return nil, api.NewProblem(api.CodeInternal, "statfs %s: %v", path, err)
 	}
@@ -129,7 +131,7 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 			notes = append(notes, fmt.Sprintf("reclaim (%s) freed %s and %d files", run.Verdict,
 				api.FormatSize(uint64(max(run.FreedBytes, 0))), run.FreedFiles))
 		}
-		if m, err := c.pressure.Measure(context.WithoutCancel(ctx), path); err == nil {
+		if m, err := c.pressure.Measure(context.WithoutCancel(ctx), existingAncestor(path)); err == nil {
 			fs = m
 		}
 	}
@@ -230,4 +232,14 @@ func mergeProblems(ps []*api.Problem, fs *api.Filesystem, mounts []api.Mount) *a
 	out.Mounts = mounts
 	out.RetryAfterSeconds = best.RetryAfterSeconds
 	return out
+}
+
+// existingAncestor is path, or its nearest existing parent: a site the launcher has not
+// created yet is checked on the filesystem it will be created on.
+func existingAncestor(path string) string {
+	for p := path; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == "/" || p == "." {
+			return p
+		}
+	}
 }
