@@ -86,9 +86,10 @@ func TestLaunchPrunesItsWayOutOfAFullDisk(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("launch at 100%%: %d %s: %s", status, p.Code, p.Detail)
 	}
-	// The call prunes what its budget allows; the background drain (started with the
-	// daemon) may take the rest at the same time. Together they remove every stale file.
-	if r.Pruned == 0 || len(r.PrunedJobs) == 0 || r.Filesystem.AvailBytes < 1<<20 {
+	// The call prunes what its budget allows; the start-up self-heal and the background
+	// drain (both started with the daemon) may take some or all of it first. Together
+	// they remove every stale file, and the call answers ok with the space it needs.
+	if r.Filesystem.AvailBytes < 1<<20 || r.Pruned != int64(len(r.PrunedJobs))*7 {
 		t.Fatalf("pruned %d files of %d jobs, %d bytes free after: %+v", r.Pruned, len(r.PrunedJobs), r.Filesystem.AvailBytes, r)
 	}
 	poll(t, 10*time.Second, "every stale file to be pruned", func() bool {
