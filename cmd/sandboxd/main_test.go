@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+var binary string
+
+// TestMain builds the real sandboxd binary once; the tests run it as a user would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sandboxd-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "sandboxd")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build sandboxd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func sandboxd(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run sandboxd %v: %v", args, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func TestConfigDefaultPassesCheck(t *testing.T) {
+	r := sandboxd(t, nil, "config", "default")
+	if r.code != 0 || !strings.Contains(r.stdout, "[[filesystem]]") {
+		t.Fatalf("config default: %d %s", r.code, r.stderr)
+	}
+	f := filepath.Join(t.TempDir(), "d.toml")
+	os.WriteFile(f, []byte(r.stdout), 0o644)
+	if r := sandboxd(t, nil, "config", "check", f); r.code != 0 {
+		t.Fatalf("config check of the default: %d %s", r.code, r.stderr)
+	}
+}
+
+// TestConfigCheckNamesEveryProblem: a file with an unknown key, a bad size,
+// replace_below above reclaim_below, a relative path, a non-loopback http and duplicate
+// names prints every problem with its key and line and exits 78.
+func TestConfigCheckNamesEveryProblem(t *testing.T) {
+	bad := `version = 1
+[server]
+http = "0.0.0.0:9477"
+colour = "blue"
+[[filesystem]]
+path = "/"
+reclaim_below = "1GiB"
+replace_below = "2GiB"
+reserve = "lots"
+[[site]]
+name = "a"
+path = "relative/dir"
+[[site]]
+name = "a"
+path = "/tmp/x"
+`
+	f := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(f, []byte(bad), 0o644)
+	r := sandboxd(t, nil, "config", "check", f)
+	if r.code != 78 {
+		t.Fatalf("exit %d, want 78; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{":3:", "server.http", ":4:", "colour", ":8:", "replace_below", ":9:", "reserve",
+		":12:", "site[0].path", ":14:", "site[1].name"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := sandboxd(t, nil, "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "go1.") {
+		t.Fatalf("version: %d %q", r.code, r.stdout)
+	}
+}
+
+// TestUnreachableDaemonExits69WithOwnMeasurement: every client command without a daemon
+// exits 69, says why plainly, and still prints the disk state it measured itself.
+func TestUnreachableDaemonExits69WithOwnMeasurement(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, args := range [][]string{{"status"}, {"launch"}, {"resume"}, {"reclaim", "--dry-run"}, {"events"}} {
+		r := sandboxd(t, []string{"SANDBOXD_SOCKET=" + sock}, args...)
+		if r.code != 69 || !strings.Contains(r.stderr, "no socket") || !strings.Contains(r.stderr, "measured by the client") ||
+			!strings.Contains(r.stderr, "free of") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	r := sandboxd(t, nil, "check", "--socket", sock)
+	if r.code != 3 || !strings.HasPrefix(r.stdout, "SANDBOXD UNKNOWN") || !strings.Contains(r.stdout, "free of") {
+		t.Errorf("check: exit %d %q, want 3 UNKNOWN with the disk state", r.code, r.stdout)
+	}
+}
+
+// serveDaemon runs `sandboxd serve` with config text and waits for its socket.
+func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	sock := filepath.Join(dir, "s.sock")
+	full := cfg + fmt.Sprintf("\n[server]\nsocket = %q\nstate_dir = %q\n[health]\nsample_interval = \"100ms\"\n[reclaim]\nauto_caches = []\n",
+		sock, filepath.Join(dir, "state"))
+	path := filepath.Join(dir, "sandboxd.toml")
+	os.WriteFile(path, []byte(full), 0o644)
+	cmd := exec.Command(binary, "serve", "--config", path)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if r := sandboxd(t, nil, "status", "--socket", sock); r.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon did not answer; logs:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cmd, sock, &logs
+}
+
+// TestServeLaunchCheckAndSignals runs the daemon binary: status shows the figures, a
+// refused launch exits with §3's status and prints the detail, check follows Nagios,
+// a second serve on the live socket fails plainly, SIGHUP reloads, SIGTERM stops with 0.
+func TestServeLaunchCheckAndSignals(t *testing.T) {
+	mnt := testenv.Tmpfs(t, 8<<20, 0)
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
+	cfg := fmt.Sprintf(`[[site]]
+name = "aura-bg"
+path = %q
+[[filesystem]]
+path = %q
+reclaim_below = "2MiB"
+replace_below = "1MiB"
+reserve = "0"
+`, filepath.Join(mnt, "site"), mnt)
+	cmd, sock, logs := serveDaemon(t, dir, cfg)
+	s := "--socket=" + sock
+
+	r := sandboxd(t, nil, "status", s)
+	if r.code != 0 || !strings.Contains(r.stdout, mnt) || !strings.Contains(r.stdout, "8.0 MiB free") {
+		t.Fatalf("status: %d\n%s", r.code, r.stdout)
+	}
+	if r := sandboxd(t, nil, "launch", s, "--need-bytes", "1KiB"); r.code != 0 || !strings.HasPrefix(r.stdout, "ok:") {
+		t.Fatalf("launch: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, nil, "check", s); r.code != 0 || !strings.HasPrefix(r.stdout, "SANDBOXD OK") || !strings.Contains(r.stdout, "|") {
+		t.Fatalf("check: %d %s", r.code, r.stdout)
+	}
+	// A launch that needs more than the disk holds, above replace_below: disk_full, 73.
+	r = sandboxd(t, nil, "launch", s, "--need-bytes", "100MiB")
+	if r.code != 73 || !strings.Contains(r.stderr, "disk_full") || !strings.Contains(r.stderr, "free of 8.0 MiB") {
+		t.Fatalf("launch 100MiB: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Full: replace_sandbox, 10; check goes CRITICAL.
+	testenv.Fill(filepath.Join(mnt, "userdata"), 1<<30)
+	r = sandboxd(t, nil, "launch", s, "--json")
+	if r.code != 10 || !strings.Contains(r.stdout, `"code": "replace_sandbox"`) {
+		t.Fatalf("launch on a full disk: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = sandboxd(t, nil, "check", s)
+		if r.code == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.code != 2 || !strings.HasPrefix(r.stdout, "SANDBOXD CRITICAL") {
+		t.Fatalf("check on a full disk: %d %s", r.code, r.stdout)
+	}
+
+	// A second daemon on the same socket is refused, plainly.
+	second := exec.Command(binary, "serve", "--config", filepath.Join(dir, "sandboxd.toml"))
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another sandboxd is answering") {
+		t.Fatalf("second serve: %v\n%s", err, out)
+	}
+
+	// SIGHUP with a broken file keeps the old config; SIGTERM stops cleanly.
+	os.WriteFile(filepath.Join(dir, "sandboxd.toml"), []byte("version = 1\nnope = 2\n"), 0o644)
+	cmd.Process.Signal(syscall.SIGHUP)
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "config reload rejected") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "nope") {
+		t.Fatalf("reload rejection does not name the key; logs:\n%s", logs.String())
+	}
+	if r := sandboxd(t, nil, "status", s); r.code != 0 {
+		t.Fatal("daemon gone after a rejected reload")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM", err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Error("socket file left after a clean stop")
+	}
+}
