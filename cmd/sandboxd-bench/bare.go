@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// runBare serves the baseline: the cheapest honest net/http server on a Unix socket,
+// answering a constant small JSON to every request, with the same kind of server
+// timeouts a daemon sets. It is what "HTTP over a Unix socket costs" means in the
+// comparison, so anything sandboxd adds on top shows as the ratio.
+func runBare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bare", stderr)
+	socket := fs.String("socket", "", "Unix socket path to listen on (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *socket == "" {
+		return errors.New("-socket is required")
+	}
+	os.Remove(*socket)
+	ln, err := net.Listen("unix", *socket)
+	if err != nil {
+		return err
+	}
+	body := []byte(`{"status":"ok"}` + "\n")
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(body)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

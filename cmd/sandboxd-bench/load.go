@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Result is one load run: one line of bench-results/results.jsonl.
+type Result struct {
+	Test     string  `json:"test"`
+	Target   string  `json:"target"`
+	Round    int     `json:"round"`
+	Method   string  `json:"method"`
+	Path     string  `json:"path"`
+	Clients  int     `json:"clients"`
+	Fresh    bool    `json:"fresh_connections"`
+	Seconds  float64 `json:"seconds"`
+	N        int     `json:"n"`
+	Errors   int     `json:"errors"`
+	FirstErr string  `json:"first_error,omitempty"`
+	P50us    float64 `json:"p50_us"`
+	P90us    float64 `json:"p90_us"`
+	P99us    float64 `json:"p99_us"`
+	MaxUs    float64 `json:"max_us"`
+	MeanUs   float64 `json:"mean_us"`
+	RPS      float64 `json:"rps"`
+	// Matched counts answers whose body contains -count (e.g. `"cached":true`), so a
+	// run can prove which path of the server it measured.
+	Matched int `json:"matched,omitempty"`
+	// Value is a figure that is not a latency (RSS, CPU, a tool's run time); see Unit.
+	Value float64 `json:"value,omitempty"`
+	Unit  string  `json:"unit,omitempty"`
+}
+
+type loadConfig struct {
+	socket, method, path, body, count string
+	clients, requests                 int
+	duration, warmup, timeout         time.Duration
+	fresh                             bool
+}
+
+func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("load", stderr)
+	var c loadConfig
+	var res Result
+	fs.StringVar(&c.socket, "socket", "", "Unix socket of the server (required)")
+	fs.StringVar(&c.method, "method", "GET", "HTTP method")
+	fs.StringVar(&c.path, "path", "/livez", "request path")
+	fs.StringVar(&c.body, "body", "", "request body (sent with Content-Type: application/json)")
+	fs.StringVar(&c.count, "count", "", "count answers whose body contains this string")
+	fs.IntVar(&c.clients, "clients", 1, "concurrent clients, each with its own connection")
+	fs.IntVar(&c.requests, "requests", 0, "stop after this many measured requests (0: run for -duration)")
+	fs.DurationVar(&c.duration, "duration", 2*time.Second, "measured time")
+	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "unmeasured time first (connections, caches)")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "per-request timeout")
+	fs.BoolVar(&c.fresh, "fresh", false, "a new connection per request (as the CLI makes), not keep-alive")
+	fs.StringVar(&res.Test, "test", "", "test name recorded in the result")
+	fs.StringVar(&res.Target, "target", "", "target name recorded in the result (sandboxd, bare, ...)")
+	fs.IntVar(&res.Round, "round", 0, "round number recorded in the result")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.socket == "" || c.clients < 1 {
+		return errors.New("-socket is required and -clients must be at least 1")
+	}
+	out, err := load(ctx, c)
+	if err != nil {
+		return err
+	}
+	out.Test, out.Target, out.Round = res.Test, res.Target, res.Round
+	return json.NewEncoder(stdout).Encode(out)
+}
+
+// load runs c.clients goroutines, each sending requests back to back on its own
+// connection; latency is from just before the request is written to the last byte of
+// the body read. With -requests the run ends after that many measured answers, else
+// after -duration; requests during the warmup are not measured.
+func load(ctx context.Context, c loadConfig) (Result, error) {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", c.socket)
+		},
+		MaxIdleConnsPerHost: c.clients,
+		DisableKeepAlives:   c.fresh,
+		DisableCompression:  true,
+	}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: c.timeout}
+	count := []byte(c.count)
+
+	type tally struct {
+		lats     []time.Duration
+		errs     int
+		firstErr string
+		matched  int
+	}
+	var measuring atomic.Bool
+	measuring.Store(c.warmup <= 0)
+	var issued atomic.Int64 // measured requests started, for -requests
+	stop := make(chan struct{})
+	tallies := make(chan tally, c.clients)
+	for i := 0; i < c.clients; i++ {
+		go func() {
+			t := tally{lats: make([]time.Duration, 0, 4096)}
+			defer func() { tallies <- t }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				on := measuring.Load()
+				if on && c.requests > 0 && issued.Add(1) > int64(c.requests) {
+					return
+				}
+				d, body, err := once(ctx, hc, c)
+				switch {
+				case !on:
+				case err != nil:
+					t.errs++
+					if t.firstErr == "" {
+						t.firstErr = err.Error()
+					}
+				default:
+					if len(count) > 0 && bytes.Contains(body, count) {
+						t.matched++
+					}
+					t.lats = append(t.lats, d)
+				}
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	if c.warmup > 0 {
+		sleep(ctx, c.warmup)
+		measuring.Store(true)
+	}
+	start := time.Now()
+	if c.requests == 0 {
+		sleep(ctx, c.duration)
+		close(stop)
+	}
+	var all tally
+	for i := 0; i < c.clients; i++ {
+		t := <-tallies
+		all.lats = append(all.lats, t.lats...)
+		all.errs += t.errs
+		all.matched += t.matched
+		if all.firstErr == "" {
+			all.firstErr = t.firstErr
+		}
+	}
+	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		return Result{}, ctx.Err()
+	}
+	return summarize(c, all.lats, all.errs, all.firstErr, all.matched, elapsed), nil
+}
+
+func once(ctx context.Context, hc *http.Client, c loadConfig) (time.Duration, []byte, error) {
+	var body io.Reader
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, "http://sandboxd"+c.path, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	t0 := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return 0, nil, fmt.Errorf("%s %s: %d: %.300s", c.method, c.path, resp.StatusCode, b)
+	}
+	return d, b, nil
+}
+
+func summarize(c loadConfig, lats []time.Duration, nerr int, firstErr string, matched int, elapsed time.Duration) Result {
+	r := Result{Method: c.method, Path: c.path, Clients: c.clients, Fresh: c.fresh,
+		Seconds: elapsed.Seconds(), N: len(lats), Errors: nerr, FirstErr: firstErr, Matched: matched}
+	if len(lats) == 0 {
+		return r
+	}
+	slices.Sort(lats)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	var sum time.Duration
+	for _, d := range lats {
+		sum += d
+	}
+	r.P50us = us(pct(lats, 0.50))
+	r.P90us = us(pct(lats, 0.90))
+	r.P99us = us(pct(lats, 0.99))
+	r.MaxUs = us(lats[len(lats)-1])
+	r.MeanUs = us(sum / time.Duration(len(lats)))
+	r.RPS = float64(len(lats)) / elapsed.Seconds()
+	return r
+}
+
+// pct is the nearest-rank percentile of sorted durations.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	i := int(float64(len(sorted))*p+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
