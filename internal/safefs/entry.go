@@ -20,6 +20,9 @@ type Entry struct {
 	Mtime  time.Time
 	Atime  time.Time
 	Uid    uint32
+	// MountRoot: statx says the entry is the root of a mount (a bind-mounted file or
+	// directory of the same device, which Dev alone would not show). Linux >= 5.8.
+	MountRoot bool
 }
 
 // IsDir reports whether the entry is a directory.
@@ -37,6 +40,8 @@ func entryFrom(name string, stx *unix.Statx_t) Entry {
 		Mtime:  stxTime(stx.Mtime),
 		Atime:  stxTime(stx.Atime),
 		Uid:    stx.Uid,
+
+		MountRoot: isMountRoot(stx),
 	}
 }
 
@@ -52,7 +57,9 @@ func (r *Root) ReadDir(dir string) ([]Entry, error) {
 		return nil, fmt.Errorf("read dir %s: open: %w", r.display(rel), err)
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, direntBufSize)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
 	var out []Entry
 	var stx unix.Statx_t
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,18 +57,30 @@ func (r *Root) Remove(ctx context.Context, name string, opts RemoveOptions) (Sta
 	if rel == "" {
 		return Stats{}, fmt.Errorf("remove %s: refusing to remove the root itself", r.path)
 	}
-	pfd, base, err := r.openParent(rel)
-	if err != nil {
-		return Stats{}, fmt.Errorf("remove: %w", err)
+	pfd, base := r.fd, rel
+	if strings.IndexByte(rel, '/') >= 0 {
+		// A nested name's parent is opened under the resolve rules. A single component
+		// is used at the root fd itself: cleanName refused "..", and statx/unlinkat on
+		// one component cannot leave the directory, so the open would add nothing.
+		if pfd, base, err = r.openParent(rel); err != nil {
+			return Stats{}, fmt.Errorf("remove: %w", err)
+		}
+		defer unix.Close(pfd)
+	} else if r.fd < 0 {
+		return Stats{}, fmt.Errorf("remove %s: root is closed", r.display(rel))
 	}
-	defer unix.Close(pfd)
+	return r.removeAt(ctx, pfd, rel, base, opts)
+}
+
+// removeAt is Remove of base in the open directory pfd, rel naming it beneath the root.
+func (r *Root) removeAt(ctx context.Context, pfd int, rel, base string, opts RemoveOptions) (Stats, error) {
 	w := newWalker(ctx, r, true)
 	w.opts = opts
 	w.pfd = pfd
 	if err := ctx.Err(); err != nil {
 		return w.stats, fmt.Errorf("remove %s: %w", r.display(rel), err)
 	}
-	err = w.start(rel, base)
+	err := w.start(rel, base)
 	if err == nil {
 		err = w.run()
 	}
@@ -96,7 +109,7 @@ func (w *walker) start(rel, base string) error {
 		return ErrMountPoint
 	}
 	if w.stx.Mode&unix.S_IFMT != unix.S_IFDIR {
-		w.nonDir(-1, w.pfd, &raw[0], raw)
+		w.statted(-1, w.pfd, &raw[0], raw)
 		return w.firstError()
 	}
 	if w.r.beforeOpen != nil {

@@ -107,7 +107,13 @@ func (w *walker) pop() error {
 		w.keep(top - 1)
 		return nil
 	}
-	err := unix.Unlinkat(pfd, child.name, unix.AT_REMOVEDIR)
+	base := child.name
+	if top == 0 {
+		// Frame 0's name is its whole path beneath the root, but w.pfd is its parent:
+		// rmdir by the last component (a nested name used to leave its emptied top dir).
+		_, base = splitName(child.name)
+	}
+	err := unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR)
 	switch {
 	case err == nil:
 		w.stats.Dirs++

@@ -1,0 +1,186 @@
+package safefs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A Dir reaches only its own direct entries: no nested names, no "..", no symlinked dir.
+func TestDirRefusesNamesThatLeaveIt(t *testing.T) {
+	root := t.TempDir()
+	out, outFile := outside(t)
+	before := hashTree(t, out)
+	writeFile(t, filepath.Join(root, "site", "a.out"), "x")
+	os.Symlink(out, filepath.Join(root, "link"))
+	r := openRoot(t, root)
+	if _, err := r.OpenDir("link"); err == nil {
+		t.Fatal("OpenDir through a symlink succeeded")
+	}
+	if _, err := r.OpenDir("../x"); err == nil {
+		t.Fatal("OpenDir of ../x succeeded")
+	}
+	d, err := r.OpenDir("site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	for _, name := range []string{"", ".", "..", "../link", "a/b", outFile, "x\x00y"} {
+		if _, err := d.Remove(ctx, name, RemoveOptions{}); err == nil {
+			t.Errorf("Dir.Remove(%q) succeeded", name)
+		}
+		if _, err := d.Lstat(name); err == nil {
+			t.Errorf("Dir.Lstat(%q) succeeded", name)
+		}
+		if _, err := d.RemoveEntry(ctx, Entry{Name: name}, RemoveOptions{}); err == nil {
+			t.Errorf("Dir.RemoveEntry(%q) succeeded", name)
+		}
+	}
+	if hashTree(t, out) != before {
+		t.Fatal("outside changed")
+	}
+}
+
+// RemoveEntry trusts the caller's Lstat only as far as the kernel backs it: a name
+// swapped for a directory (holding a link out) or for a symlink after the Lstat is removed
+// as what it now is, never followed.
+func TestDirRemoveEntrySwappedAfterLstat(t *testing.T) {
+	root := t.TempDir()
+	out, _ := outside(t)
+	before := hashTree(t, out)
+	site := filepath.Join(root, "site")
+	writeFile(t, filepath.Join(site, "a.out"), "aaaa")
+	writeFile(t, filepath.Join(site, "b.out"), "bbbb")
+	writeFile(t, filepath.Join(site, "c.out"), "cccc")
+	r := openRoot(t, root)
+	d, err := r.OpenDir("site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ea, _ := d.Lstat("a.out")
+	eb, _ := d.Lstat("b.out")
+	ec, err := d.Lstat("c.out")
+	if err != nil || ec.IsDir() || ec.Name != "c.out" || ec.Blocks == 0 {
+		t.Fatalf("Lstat = %+v, %v", ec, err)
+	}
+	// a.out becomes a directory with a symlink to the outside in it.
+	os.Remove(filepath.Join(site, "a.out"))
+	os.Mkdir(filepath.Join(site, "a.out"), 0o755)
+	os.Symlink(out, filepath.Join(site, "a.out", "escape"))
+	// b.out becomes a symlink to the outside directory.
+	os.Remove(filepath.Join(site, "b.out"))
+	os.Symlink(out, filepath.Join(site, "b.out"))
+	ctx := context.Background()
+	st, err := d.RemoveEntry(ctx, ea, RemoveOptions{})
+	if err != nil || st.Dirs != 1 || st.Files != 1 {
+		t.Fatalf("RemoveEntry(dir swapped in) = %+v, %v", st, err)
+	}
+	if st, err := d.RemoveEntry(ctx, eb, RemoveOptions{}); err != nil || st.Files != 1 {
+		t.Fatalf("RemoveEntry(symlink swapped in) = %+v, %v", st, err)
+	}
+	st, err = d.RemoveEntry(ctx, ec, RemoveOptions{})
+	if err != nil || st.Files != 1 || st.Bytes != ec.Blocks*512 {
+		t.Fatalf("RemoveEntry(file) = %+v, %v; want 1 file, %d bytes", st, err, ec.Blocks*512)
+	}
+	// Gone already: nothing done, no error.
+	if st, err := d.RemoveEntry(ctx, ec, RemoveOptions{}); err != nil || st.Files != 0 {
+		t.Fatalf("RemoveEntry(gone) = %+v, %v", st, err)
+	}
+	if ents, _ := os.ReadDir(site); len(ents) != 0 {
+		t.Fatalf("site not empty: %v", ents)
+	}
+	if hashTree(t, out) != before {
+		t.Fatal("outside changed")
+	}
+}
+
+// OnlyOlderThan keeps a young entry; a hard-linked file frees nothing; Dir.Remove removes
+// a file and a whole tree.
+func TestDirRemoveRules(t *testing.T) {
+	root := t.TempDir()
+	site := filepath.Join(root, "site")
+	writeFile(t, filepath.Join(site, "young"), "y")
+	writeFile(t, filepath.Join(site, "linked"), "l")
+	os.Link(filepath.Join(site, "linked"), filepath.Join(root, "other-name"))
+	writeFile(t, filepath.Join(site, "tree", "x", "f"), "f")
+	writeFile(t, filepath.Join(site, "plain"), "p")
+	writeFile(t, filepath.Join(site, "nested", "g"), "g")
+	r := openRoot(t, root)
+	// Root.Remove of a nested directory name removes the directory itself too.
+	if st, err := r.Remove(context.Background(), "site/nested", RemoveOptions{}); err != nil || st.Dirs != 1 || st.Files != 1 {
+		t.Fatalf("Remove(site/nested) = %+v, %v", st, err)
+	}
+	mustNotExist(t, filepath.Join(site, "nested"))
+	d, err := r.OpenDir("site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	e, _ := d.Lstat("young")
+	if st, err := d.RemoveEntry(ctx, e, RemoveOptions{OnlyOlderThan: time.Now().Add(-time.Hour)}); err != nil || st.Skipped != 1 || st.Files != 0 {
+		t.Fatalf("young: %+v, %v", st, err)
+	}
+	e, _ = d.Lstat("linked")
+	if st, err := d.RemoveEntry(ctx, e, RemoveOptions{}); err != nil || st.Files != 1 || st.Bytes != 0 {
+		t.Fatalf("linked: %+v, %v; want 1 file, 0 bytes", st, err)
+	}
+	if st, err := d.Remove(ctx, "tree", RemoveOptions{}); err != nil || st.Files != 1 || st.Dirs != 2 {
+		t.Fatalf("tree: %+v, %v", st, err)
+	}
+	if st, err := d.Remove(ctx, "plain", RemoveOptions{}); err != nil || st.Files != 1 || st.Bytes == 0 {
+		t.Fatalf("plain: %+v, %v", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(site, "young")); err != nil {
+		t.Fatal("young entry removed")
+	}
+	if _, err := os.Stat(filepath.Join(root, "other-name")); err != nil {
+		t.Fatal("other hard link lost")
+	}
+}
+
+// A bind-mounted file stays mounted: Lstat says MountRoot, RemoveEntry skips it, and even
+// an Entry that claims a plain file is refused by unlinkat (EBUSY).
+func TestDirRemoveEntryMountPoint(t *testing.T) {
+	testenvRoot(t)
+	root := t.TempDir()
+	_, outFile := outside(t)
+	site := filepath.Join(root, "site")
+	writeFile(t, filepath.Join(site, "passwd"), "placeholder")
+	bindMount(t, outFile, filepath.Join(site, "passwd"))
+	r := openRoot(t, root)
+	d, err := r.OpenDir("site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	e, err := d.Lstat("passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.MountRoot && e.Dev == r.Dev() {
+		t.Skip("kernel reports no STATX_ATTR_MOUNT_ROOT")
+	}
+	if st, err := d.RemoveEntry(ctx, e, RemoveOptions{}); !errors.Is(err, ErrMountPoint) || st.Skipped != 1 {
+		t.Fatalf("RemoveEntry(mount) = %+v, %v", st, err)
+	}
+	e.MountRoot, e.Dev = false, r.Dev() // a stale description: the kernel still refuses
+	if st, err := d.RemoveEntry(ctx, e, RemoveOptions{}); !errors.Is(err, ErrMountPoint) || st.Skipped != 1 {
+		t.Fatalf("RemoveEntry(stale mount) = %+v, %v", st, err)
+	}
+	if st, err := d.Remove(ctx, "passwd", RemoveOptions{}); !errors.Is(err, ErrMountPoint) {
+		t.Fatalf("Remove(mount) = %+v, %v", st, err)
+	}
+	if !isMounted(t, filepath.Join(site, "passwd")) {
+		t.Fatal("bind mount gone")
+	}
+	if b, _ := os.ReadFile(outFile); string(b) != "precious" {
+		t.Fatalf("outside file changed: %q", b)
+	}
+}
