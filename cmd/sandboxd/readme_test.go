@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// readmeCommands returns the "$ " lines of the README's console blocks, with the exit
+// status each expects ("# exit N" at the end of the line; 0 otherwise).
+func readmeCommands(t *testing.T) (cmds []string, exits []int) {
+	f, err := os.Open("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	inConsole := false
+	exitRe := regexp.MustCompile(`#\s*exit\s+(\d+)\s*$`)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```console"):
+			inConsole = true
+		case strings.HasPrefix(line, "```"):
+			inConsole = false
+		case inConsole && strings.HasPrefix(line, "$ "):
+			cmd := strings.TrimPrefix(line, "$ ")
+			code := 0
+			if m := exitRe.FindStringSubmatch(cmd); m != nil {
+				code, _ = strconv.Atoi(m[1])
+				cmd = strings.TrimSpace(exitRe.ReplaceAllString(cmd, ""))
+			}
+			cmds = append(cmds, cmd)
+			exits = append(exits, code)
+		}
+	}
+	return cmds, exits
+}
+
+// TestReadmeWalkthrough runs every command of the README's walkthrough against a real
+// daemon on a tmpfs, and checks each exits as the README says and prints something.
+func TestReadmeWalkthrough(t *testing.T) {
+	testenv.RequireCommand(t, "curl")
+	mnt := testenv.Tmpfs(t, 64<<20, 0)
+	os.Mkdir(filepath.Join(mnt, "aura-bg"), 0o755)
+	dir := t.TempDir()
+	_, sock, _ := serveDaemon(t, dir, fmt.Sprintf(`[[site]]
+name = "aura-bg"
+path = %q
+[[filesystem]]
+path = %q
+reclaim_below = "4MiB"
+replace_below = "1MiB"
+reserve = "0"
+`, filepath.Join(mnt, "aura-bg"), mnt))
+	cmds, exits := readmeCommands(t)
+	if len(cmds) < 10 {
+		t.Fatalf("found only %d walkthrough commands in README.md", len(cmds))
+	}
+	for i, c := range cmds {
+		cmd := exec.Command("bash", "-c", c)
+		cmd.Env = append(os.Environ(), "SANDBOXD_SOCKET="+sock, "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if code != exits[i] {
+			t.Errorf("README command %q exited %d, the README says %d", c, code, exits[i])
+		}
+		if code == 0 && len(strings.TrimSpace(string(out))) == 0 {
+			t.Errorf("README command %q printed nothing", c)
+		}
+	}
+}
