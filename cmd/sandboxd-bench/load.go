@@ -44,6 +44,7 @@ type Result struct {
 
 type loadConfig struct {
 	socket, method, path, body, count string
+	prime                             string
 	clients, requests                 int
 	duration, warmup, timeout         time.Duration
 	fresh                             bool
@@ -63,6 +64,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "measured time")
 	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "unmeasured time first (connections, caches)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "per-request timeout")
+	fs.StringVar(&c.prime, "prime", "", "GET this path once per client first, unmeasured, to open the connection")
 	fs.BoolVar(&c.fresh, "fresh", false, "a new connection per request (as the CLI makes), not keep-alive")
 	fs.StringVar(&res.Test, "test", "", "test name recorded in the result")
 	fs.StringVar(&res.Target, "target", "", "target name recorded in the result (sandboxd, bare, ...)")
@@ -114,6 +116,9 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		go func() {
 			t := tally{lats: make([]time.Duration, 0, 4096)}
 			defer func() { tallies <- t }()
+			if c.prime != "" {
+				once(ctx, hc, loadConfig{method: http.MethodGet, path: c.prime})
+			}
 			for {
 				select {
 				case <-stop:

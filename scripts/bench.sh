@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — sandboxd's benchmark run (`make bench`), everything in one run so the
+# figures sit side by side: HTTP over the Unix socket vs a bare net/http handler, the
+# idle daemon's RSS and CPU, launch on a site of 16,381 entries (vs /livez, vs find, under
+# churn), resume on a healthy box, and the packages' Go benchmarks. docs/benchmarks.md
+# says what each figure means and which target it has.
+#
+# Needs root (it mounts a tmpfs) and bin/sandboxd (`make build`). Raw results go to
+# $BENCH_OUT (default bench-results/<UTC time>/); the summary table is printed at the end.
+# Knobs: BENCH_ROUNDS (5), BENCH_SECONDS (1.5s per run), BENCH_IDLE (60s),
+# BENCH_CHURN (20s), BENCH_GO (1: run the Go benchmarks; 0: skip them).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ROUNDS=${BENCH_ROUNDS:-5}
+SECS=${BENCH_SECONDS:-1.5s}
+IDLE=${BENCH_IDLE:-60s}
+CHURN=${BENCH_CHURN:-20s}
+RUN_GO=${BENCH_GO:-1}
+OUT=${BENCH_OUT:-$ROOT/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
+GO=${GO:-go}
+command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bench: run as root (it mounts a tmpfs for the site benchmarks)" >&2
+	exit 1
+fi
+if [ ! -x bin/sandboxd ]; then
+	echo "bench: bin/sandboxd missing; run 'make build' (make bench does)" >&2
+	exit 1
+fi
+
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+WORK=$(mktemp -d /tmp/sandboxd-bench.XXXXXX)
+PIDS=()
+MOUNTS=()
+
+# cleanup stops what this script started, by pid, unmounts its tmpfs and removes its
+# temp dir; it runs on every exit, also on failure or Ctrl-C.
+cleanup() {
+	local rc=$?
+	set +e
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	for m in "${MOUNTS[@]}"; do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '\n== %s  (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+
+# stop PID: end one process this script started and drop it from PIDS.
+stop() {
+	local pid=$1 keep=()
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	for p in "${PIDS[@]}"; do [ "$p" = "$pid" ] || keep+=("$p"); done
+	PIDS=("${keep[@]}")
+}
+
+log "building the bench program"
+"$GO" build -o "$WORK/sandboxd-bench" ./cmd/sandboxd-bench
+SB=$WORK/sandboxd-bench
+SANDBOXD=$ROOT/bin/sandboxd
+
+# --- the machine ---
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git diff --quiet 2>/dev/null || echo '(dirty tree)')"
+	echo "sandboxd: $($SANDBOXD version 2>&1 | head -1)"
+	echo "go: $("$GO" version)"
+	echo "nproc: $(nproc)"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "kernel: $(uname -r)"
+	echo "uptime at start: $(uptime)"
+	echo "root fs: $(df -hT / | awk 'NR==2 {print $2, $3, "size,", $5, "avail"}')"
+	echo "clk_tck: $(getconf CLK_TCK)"
+	echo "rounds: $ROUNDS x $SECS per run, idle $IDLE, churn $CHURN"
+} | tee "$OUT/machine.txt"
+
+# One tmpfs holds every site and watched path of the daemons below, so nothing else on
+# this machine (other jobs filling the root disk) moves their thresholds.
+FS=$WORK/fs
+mkdir -p "$FS"
+mount -t tmpfs -o size=8g,mode=0755 sandboxd-bench "$FS"
+MOUNTS+=("$FS")
+
+# daemon_config NAME SITE_MAX_AGE SITE_MIN_AGE RESERVE: a config whose socket, state,
+# watched path and site all live under $WORK, with no auto-discovered caches, so nothing
+# real on this machine can be reclaimed.
+daemon_config() {
+	local name=$1 max_age=$2 min_age=$3 reserve=$4
+	mkdir -p "$FS/$name/site" "$WORK/$name/state"
+	cat >"$WORK/$name.toml" <<EOF
+version = 1
+[server]
+socket = "$WORK/$name.sock"
+state_dir = "$WORK/$name/state"
+[[filesystem]]
+path = "$FS/$name"
+reserve = "$reserve"
+[[site]]
+name = "bench"
+path = "$FS/$name/site"
+max_age = "$max_age"
+min_age = "$min_age"
+[reclaim]
+auto_caches = []
+EOF
+	"$SANDBOXD" config check "$WORK/$name.toml" >/dev/null
+}
+
+# start_daemon NAME ARGS...: run sandboxd serve ARGS in the background (log in $OUT),
+# wait for /readyz; sets DPID.
+start_daemon() {
+	local name=$1
+	shift
+	"$SANDBOXD" serve "$@" 2>"$OUT/$name.log" &
+	DPID=$!
+	PIDS+=("$DPID")
+	"$SB" get -socket "$WORK/$name.sock" -path /readyz -wait 30s >/dev/null
+}
+
+# load TEST TARGET ROUND SOCKET [FLAGS...]: one load run, appended to results.jsonl.
+load() {
+	local test=$1 target=$2 round=$3 sock=$4
+	shift 4
+	"$SB" load -socket "$sock" -test "$test" -target "$target" -round "$round" "$@" | tee -a "$RESULTS" |
+		awk -v t="$test" -v g="$target" -v r="$round" '{
+			match($0, /"p50_us":[0-9.]+/); p50 = substr($0, RSTART + 9, RLENGTH - 9)
+			match($0, /"p99_us":[0-9.]+/); p99 = substr($0, RSTART + 9, RLENGTH - 9)
+			match($0, /"rps":[0-9.]+/); rps = substr($0, RSTART + 6, RLENGTH - 6)
+			match($0, /"errors":[0-9]+/); e = substr($0, RSTART + 9, RLENGTH - 9)
+			printf "  %-22s %-14s round %d  p50 %8.1f us  p99 %8.1f us  %7.0f req/s  errors %s\n", t, g, r, p50, p99, rps, e }'
+}
+
+# ---------------------------------------------------------------------------------
+log "1. HTTP over the Unix socket: sandboxd vs a bare net/http handler"
+daemon_config http 12h 15m 0
+start_daemon http --config "$WORK/http.toml"
+HTTP_PID=$DPID
+"$SB" bare -socket "$WORK/bare.sock" 2>"$OUT/bare.log" &
+BARE_PID=$!
+PIDS+=("$BARE_PID")
+"$SB" get -socket "$WORK/bare.sock" -path /livez -wait 10s >/dev/null
+for ep in livez status; do
+	path=/livez
+	[ "$ep" = status ] && path=/v1/status
+	for r in $(seq "$ROUNDS"); do
+		load "http-$ep-c1" sandboxd "$r" "$WORK/http.sock" -path "$path" -clients 1 -duration "$SECS"
+		load "http-$ep-c1" bare "$r" "$WORK/bare.sock" -path "$path" -clients 1 -duration "$SECS"
+	done
+	for r in $(seq "$ROUNDS"); do
+		load "http-$ep-c32" sandboxd "$r" "$WORK/http.sock" -path "$path" -clients 32 -duration "$SECS"
+		load "http-$ep-c32" bare "$r" "$WORK/bare.sock" -path "$path" -clients 32 -duration "$SECS"
+	done
+done
+# The CLI opens a connection per call: the per-connection cost (peer credentials) shows here.
+for r in $(seq "$ROUNDS"); do
+	load http-livez-fresh-c1 sandboxd "$r" "$WORK/http.sock" -path /livez -fresh -duration "$SECS"
+	load http-livez-fresh-c1 bare "$r" "$WORK/bare.sock" -path /livez -fresh -duration "$SECS"
+done
+"$SB" get -socket "$WORK/http.sock" -path /v1/status >"$OUT/http-status.json"
+stop "$BARE_PID"
+stop "$HTTP_PID"
+
+# ---------------------------------------------------------------------------------
+log "2. idle daemon on the default config (observe mode; socket and state in a temp dir)"
+# The embedded default watches / and discovers this machine's real caches; observe mode
+# keeps every loop, sample and discovery running but changes nothing on disk, so a
+# benchmark can never reclaim a real cache or prune a real /tmp/aura-bg.
+mkdir -p "$WORK/idle/state"
+start_daemon idle --socket "$WORK/idle.sock" --state-dir "$WORK/idle/state" --mode observe
+IDLE_PID=$DPID
+sleep 5 # the start-up resume and cache discovery run in the background after ready
+"$SB" idle -pid "$IDLE_PID" -duration "$IDLE" -clk-tck "$(getconf CLK_TCK)" | tee -a "$RESULTS"
+grep -E '^(VmRSS|VmHWM|Threads)' "/proc/$IDLE_PID/status" | tee "$OUT/idle-proc-status.txt"
+stop "$IDLE_PID"
+
+# ---------------------------------------------------------------------------------
+log "3a. launch on a site of 16,381 unexpired entries (tmpfs), vs /livez and find"
+daemon_config launch 12h 15m 0
+"$SB" fill -dir "$FS/launch/site" -n 16381
+start_daemon launch --config "$WORK/launch.toml"
+LAUNCH_PID=$DPID
+"$SB" get -socket "$WORK/launch.sock" -path /v1/status >"$OUT/launch-status-before.json"
+for r in $(seq "$ROUNDS"); do
+	load launch16k launch "$r" "$WORK/launch.sock" -method POST -path /v1/launch -body '{"site":"bench"}' -duration "$SECS"
+	load launch16k livez "$r" "$WORK/launch.sock" -path /livez -duration "$SECS"
+	# nothing is older than 720 min: find reads all 16,381 entries and deletes none
+	"$SB" time -test find16k -target find -round "$r" -- \
+		find "$FS/launch/site" -mindepth 1 -mmin +720 -delete | tee -a "$RESULTS"
+done
+"$SB" get -socket "$WORK/launch.sock" -path /v1/status >"$OUT/launch-status-after.json"
+left=$(find "$FS/launch/site" -mindepth 1 -maxdepth 1 | wc -l)
+echo "  entries left in the site: $left (16,381 expected: nothing was expired)"
+stop "$LAUNCH_PID"
+
+log "3b. launch p99 while 1,000 entries a second are created and expire (max_age 2s, min_age 0s)"
+daemon_config churn 2s 0s 0
+start_daemon churn --config "$WORK/churn.toml"
+CHURN_PID=$DPID
+"$SB" churn -dir "$FS/churn/site" -rate 1000 >"$OUT/churn-tally.json" 2>"$OUT/churn.log" &
+GEN_PID=$!
+PIDS+=("$GEN_PID")
+sleep 5 # entries made from t=0 expire from t=2s on: by now creation and expiry are steady
+"$SB" get -socket "$WORK/churn.sock" -path /v1/status >"$OUT/churn-status-before.json"
+load launch-churn launch 1 "$WORK/churn.sock" -method POST -path /v1/launch -body '{"site":"bench"}' -duration "$CHURN"
+"$SB" get -socket "$WORK/churn.sock" -path /v1/status >"$OUT/churn-status-after.json"
+stop "$GEN_PID"
+echo "  churn: $(cat "$OUT/churn-tally.json")"
+echo "  site entries now: $(find "$FS/churn/site" -mindepth 1 -maxdepth 1 | wc -l)"
+stop "$CHURN_PID"
+
+# ---------------------------------------------------------------------------------
+log "4. resume on a healthy box: cached answers, uncached calls > 10 s apart, reclaim"
+daemon_config resume 12h 15m 256MiB
+start_daemon resume --config "$WORK/resume.toml"
+RESUME_PID=$DPID
+# Each cycle: one uncached resume (the start-up run has trigger "startup" and is not
+# cached), then cached resumes interleaved with /livez for a few seconds, all within the
+# 10 s cache, then wait until 10.5 s after the uncached call so the next one runs again.
+for c in $(seq 5); do
+	t0=$(date +%s%N)
+	load resume-uncached resume "$c" "$WORK/resume.sock" -method POST -path /v1/resume -requests 1 -warmup 0 -prime /livez -count '"cached":false'
+	for r in 1 2; do
+		load resume resume-cached "$(((c - 1) * 2 + r))" "$WORK/resume.sock" -method POST -path /v1/resume -duration 1.5s -count '"cached":true'
+		load resume livez "$(((c - 1) * 2 + r))" "$WORK/resume.sock" -path /livez -duration 1.5s
+	done
+	left_ms=$((10500 - ($(date +%s%N) - t0) / 1000000))
+	if [ "$left_ms" -gt 0 ]; then sleep "$(awk -v m="$left_ms" 'BEGIN {print m / 1000}')"; fi
+done
+# POST /v1/reclaim {"dry_run":false} runs the same healthy path (trigger manual), never cached.
+for r in $(seq "$ROUNDS"); do
+	load reclaim-healthy reclaim "$r" "$WORK/resume.sock" -method POST -path /v1/reclaim -body '{"dry_run":false}' -duration "$SECS"
+	load reclaim-healthy livez "$r" "$WORK/resume.sock" -path /livez -duration "$SECS"
+done
+"$SB" get -socket "$WORK/resume.sock" -path /v1/status >"$OUT/resume-status.json"
+stop "$RESUME_PID"
+
+# ---------------------------------------------------------------------------------
+if [ "$RUN_GO" = 1 ]; then
+	log "5. Go benchmarks of the packages (-benchtime=1x: each variant once, tmpfs and ext4)"
+	"$GO" test -run '^$' -bench . -benchtime=1x -timeout 20m \
+		./pressure ./internal/safefs ./retention ./reclaim 2>&1 | tee "$OUT/go-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
+log "summary (medians over rounds; raw results in $OUT)"
+echo "machine: $(nproc) cores, kernel $(uname -r), load at start: $(grep 'uptime at start' "$OUT/machine.txt" | sed 's/.*load average: //')"
+"$SB" report -in "$RESULTS" -json "$OUT/summary.json" | tee "$OUT/summary.txt"
+if [ -f "$OUT/go-bench.txt" ]; then
+	echo
+	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/go-bench.txt" || true
+fi
