@@ -12,7 +12,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace.
 DEB_DEPS := prometheus fuse3 e2fsprogs util-linux procps systemd dbus curl
 
-.PHONY: all build run test bench lint fuzz deps clean status
+.PHONY: all build run test bench lint fuzz deps clean status docs
 
 all: build
 
@@ -53,3 +53,7 @@ bench: deps build
 
 clean:
 	rm -rf bin $(RUN_DIR)
+
+# Regenerates docs/config.md's reference block from the embedded default.
+docs:
+	@awk '/^```toml$$/{print; system("cat internal/config/default.toml"); skip=1; next} skip && /^```$$/{skip=0} !skip' docs/config.md > docs/config.md.new && mv docs/config.md.new docs/config.md
