@@ -34,7 +34,11 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 		p.Warnings = append(p.Warnings, warnings...)
 		d.metrics.launchDone(string(p.Code), start)
 		if p.Code != api.CodeBadRequest && p.Code != api.CodeNotFound {
-			d.events.Record(api.Event{Kind: api.EventRefusal, Subject: req.Site, Message: "launch refused: " + p.Detail,
+			subject := req.Site
+			if subject == "" {
+				subject = "launch"
+			}
+			d.events.Record(api.Event{Kind: api.EventRefusal, Subject: subject, Message: "launch refused: " + p.Detail,
 				Fields: map[string]any{"code": string(p.Code)}})
 		}
 		return p
@@ -128,8 +132,8 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 		case rerr != nil:
 			notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))
 		default:
-			notes = append(notes, fmt.Sprintf("reclaim (%s) freed %s and %d files", run.Verdict,
-				api.FormatSize(uint64(max(run.FreedBytes, 0))), run.FreedFiles))
+			notes = append(notes, fmt.Sprintf("reclaim freed %s and %d files (verdict %s)",
+				api.FormatSize(uint64(max(run.FreedBytes, 0))), run.FreedFiles, run.Verdict))
 		}
 		if m, err := c.pressure.Measure(context.WithoutCancel(ctx), existingAncestor(path)); err == nil {
 			fs = m

@@ -101,7 +101,7 @@ func (d *Daemon) apply(next *config.Config) error {
 		d.readySent.Store(false)
 	}
 	if d.opts.LogLevel != nil {
-		d.opts.LogLevel.Set(parseLevel(next.Log.Level))
+		d.opts.LogLevel.Set(ParseLevel(next.Log.Level))
 	}
 	msg := "config reloaded"
 	if rebuild {
@@ -114,8 +114,8 @@ func (d *Daemon) apply(next *config.Config) error {
 	return nil
 }
 
-// parseLevel maps [log] level to slog's levels (validated by config).
-func parseLevel(s string) slog.Level {
+// ParseLevel maps [log] level to slog's levels (config has validated it).
+func ParseLevel(s string) slog.Level {
 	switch s {
 	case "debug":
 		return slog.LevelDebug

@@ -35,7 +35,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitConfig
 	}
 	lv := new(slog.LevelVar)
-	lv.Set(levelOf(cfg.Log.Level))
+	lv.Set(daemon.ParseLevel(cfg.Log.Level))
 	hopts := &slog.HandlerOptions{Level: lv}
 	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
 	if cfg.Log.Format == "json" {
@@ -134,16 +134,4 @@ func listeners(cfg *config.Config) (net.Listener, net.Listener, error) {
 		}
 	}
 	return ln, tcp, nil
-}
-
-func levelOf(s string) slog.Level {
-	switch s {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
 }
