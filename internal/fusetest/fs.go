@@ -1,0 +1,163 @@
+package fusetest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// gate decides, per request, whether to answer, deny or hang.
+type gate struct {
+	hang    atomic.Bool
+	cred    string // credential file; "" means never expires
+	reload  bool   // re-read the file on every request (refreshable credentials)
+	expires atomic.Int64
+}
+
+func (g *gate) expired() bool {
+	if g.cred == "" {
+		return false
+	}
+	if g.reload {
+		if e, err := CredExpiration(g.cred); err == nil {
+			g.expires.Store(e.UnixNano())
+		}
+	}
+	return time.Now().UnixNano() >= g.expires.Load()
+}
+
+// check blocks forever when hung and denies like geesefs once the credential expired.
+func (g *gate) check() syscall.Errno {
+	if g.hang.Load() {
+		select {}
+	}
+	if g.expired() {
+		return syscall.EACCES
+	}
+	return 0
+}
+
+// node is a loopback node whose name operations go through the gate.
+type node struct {
+	fs.LoopbackNode
+	g *gate
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if e := n.g.check(); e != 0 {
+		return nil, e
+	}
+	return n.LoopbackNode.Lookup(ctx, name, out)
+}
+
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if e := n.g.check(); e != 0 {
+		return nil, 0, e
+	}
+	return n.LoopbackNode.OpendirHandle(ctx, flags)
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	if e := n.g.check(); e != 0 {
+		return nil, e
+	}
+	return n.LoopbackNode.Readdir(ctx)
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if e := n.g.check(); e != 0 {
+		return nil, nil, 0, e
+	}
+	return n.LoopbackNode.Create(ctx, name, flags, mode, out)
+}
+
+// Getattr answers even when the credential expired (geesefs serves the root's attributes
+// from memory); it only hangs.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.g.hang.Load() {
+		select {}
+	}
+	return n.LoopbackNode.Getattr(ctx, f, out)
+}
+
+// serve is the server role: mount the filesystem on --dir, print "ready" (or "error: ...")
+// and serve until SIGTERM (unmount) or SIGKILL (dead mount). SIGUSR1 makes every request
+// hang from then on.
+func serve(args []string) int {
+	fl := flag.NewFlagSet(roleServe, flag.ContinueOnError)
+	dir := fl.String("dir", "", "mountpoint")
+	backing := fl.String("backing", "", "backing directory")
+	cred := fl.String("cred", "", "credential file")
+	reload := fl.Bool("reload", false, "re-read the credential file on every request")
+	uid := fl.Int("user-id", 0, "user_id= of the mount (no allow_other) when not root")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	g := &gate{cred: *cred, reload: *reload}
+	if *cred != "" {
+		e, err := CredExpiration(*cred)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		g.expires.Store(e.UnixNano())
+	}
+	server, err := mount(*dir, *backing, *uid, g)
+	if err != nil {
+		fmt.Println("error: mount:", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGTERM)
+	go func() {
+		for s := range sig {
+			if s == syscall.SIGUSR1 {
+				g.hang.Store(true)
+				continue
+			}
+			server.Unmount()
+			os.Exit(0)
+		}
+	}()
+	fmt.Println("ready")
+	server.Wait()
+	return 0
+}
+
+func mount(dir, backing string, uid int, g *gate) (*fuse.Server, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(backing, &st); err != nil {
+		return nil, fmt.Errorf("stat backing %s: %w", backing, err)
+	}
+	lr := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
+	lr.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, g: g}
+	}
+	root := lr.NewNode(lr, nil, "", &st)
+	lr.RootNode = root
+	one := time.Second
+	mo := fuse.MountOptions{DirectMount: true, DirectMountStrict: true, FsName: "fusetest", Name: "fusetest"}
+	if uid == 0 {
+		return fs.Mount(dir, root, &fs.Options{MountOptions: mo, AttrTimeout: &one})
+	}
+	// A mount owned by another user, without allow_other: root mounts it directly with
+	// user_id= (later options override go-fuse's own user_id=0). /dev/fuse is 0600 here,
+	// so the server cannot run as that user through fusermount3. fs.Mount's WaitMount
+	// would open a file on the mount as root and get EACCES: serve directly.
+	mo.Options = []string{fmt.Sprintf("user_id=%d", uid), fmt.Sprintf("group_id=%d", uid)}
+	opts := &fs.Options{MountOptions: mo, AttrTimeout: &one}
+	server, err := fuse.NewServer(fs.NewNodeFS(root, opts), dir, &mo)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	return server, nil
+}

@@ -1,0 +1,133 @@
+package fusetest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	Main()
+	os.Exit(m.Run())
+}
+
+func mountpoint(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Once the credential expires, lookup, readdir and create answer EACCES while the root's
+// getattr still answers; a restart with renewed keys ends it.
+func TestExpiredCredentialDeniesButStatWorks(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := mountpoint(t)
+	cred := filepath.Join(t.TempDir(), "cred.json")
+	if err := WriteCred(cred, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s := Start(t, dir, Options{Credential: cred})
+	if _, ok := s.Mounted(); !ok {
+		t.Fatal("not mounted")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("root stat: %v, want it to answer", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "x")); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("lookup: %v, want EACCES", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "y"), nil, 0o644); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("create: %v, want EACCES", err)
+	}
+	argv := s.RemountCommand(time.Hour)
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("remount command: %v %s", err, out)
+	}
+	if _, ok := s.Mounted(); !ok {
+		t.Fatal("no FUSE mount on top after the restart")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "y"), []byte("ok"), 0o644); err != nil {
+		t.Fatalf("create after the restart: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Backing, "y")); err != nil || string(b) != "ok" {
+		t.Fatalf("backing file: %q %v", b, err)
+	}
+}
+
+// Kill leaves a dead mount (ENOTCONN); Restart brings it back.
+func TestKillAndRestart(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := mountpoint(t)
+	s := Start(t, dir, Options{})
+	s.Kill()
+	if _, err := os.Lstat(filepath.Join(dir, "x")); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("lookup on a killed server: %v, want ENOTCONN", err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("lookup after the restart: %v, want ENOENT", err)
+	}
+}
+
+// A hung server traps a caller (in a child process) until the connection is aborted.
+func TestHangThenAbortFreesCaller(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := mountpoint(t)
+	s := Start(t, dir, Options{})
+	s.Hang()
+	time.Sleep(100 * time.Millisecond) // the signal is handled asynchronously
+	cmd := exec.Command("ls", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("ls on a hung mount returned: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := s.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("ls succeeded on an aborted mount")
+		}
+	case <-ctx.Done():
+		t.Fatal("the abort did not free the caller")
+	}
+}
+
+func TestUnescape(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/end\04`: `/end\04`, `\134`: `\`} {
+		if got := unescape(in); got != want {
+			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzUnescape(f *testing.F) {
+	for _, s := range []string{`/a\040b`, `\`, `\0`, `\999`, `/x\011y`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if out := unescape(s); len(out) > len(s) {
+			t.Fatalf("unescape grew %q to %q", s, out)
+		}
+	})
+}

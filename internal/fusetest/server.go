@@ -1,0 +1,245 @@
+package fusetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options shape one server.
+type Options struct {
+	// Backing is the directory the filesystem mirrors; empty: a fresh one in the
+	// server's own state directory.
+	Backing string
+	// Credential is a credential file (see WriteCred); once its Expiration has passed,
+	// lookup, readdir and create answer EACCES. Empty: never expires.
+	Credential string
+	// Reload re-reads Credential on every request, so a refresh_command that rewrites it
+	// ends the denial (geesefs with a credential process). Without it the file is read
+	// once at start, like geesefs's static keys: only a restart helps.
+	Reload bool
+	// UserID, when not 0, mounts for that uid without allow_other: every other uid, root
+	// included, gets EACCES.
+	UserID int
+	// Binary is the executable re-executed for the server roles; empty: os.Executable(),
+	// which must call Main from its TestMain.
+	Binary string
+}
+
+// Server is one test filesystem at Dir and the servers started for it, by the test or by
+// remount commands. Its methods are safe to call from a test's goroutines.
+type Server struct {
+	Dir, Backing, Credential string
+
+	opts            Options
+	state           string // the server's own directory: pid file, pid log, default backing
+	pidfile, pidlog string
+}
+
+// New prepares a server for dir without starting it (a remount command may be the first
+// to start it) and registers the cleanup with t.
+func New(t testing.TB, dir string, o Options) *Server {
+	t.Helper()
+	state, err := os.MkdirTemp("", "fusetest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(state, 0o755)
+	if o.Binary == "" {
+		if o.Binary, err = os.Executable(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.Backing == "" {
+		o.Backing = filepath.Join(state, "backing")
+		if err := os.Mkdir(o.Backing, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(o.Backing, 0o777)
+	}
+	s := &Server{Dir: filepath.Clean(dir), Backing: o.Backing, Credential: o.Credential, opts: o, state: state,
+		pidfile: filepath.Join(state, "server.pid"), pidlog: filepath.Join(state, "pids.log")}
+	t.Cleanup(func() {
+		if err := s.Cleanup(); err != nil {
+			t.Errorf("fusetest cleanup: %v", err)
+		}
+	})
+	return s
+}
+
+// Start prepares a server for dir (see New) and starts it; it fails the test when the
+// mount does not come up.
+func Start(t testing.TB, dir string, o Options) *Server {
+	t.Helper()
+	s := New(t, dir, o)
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// StartCommand is the argv that starts a server on Dir and returns once it is mounted:
+// a remount_command for a server that is already dead.
+func (s *Server) StartCommand() []string {
+	argv := []string{s.opts.Binary, roleStart, "--dir", s.Dir, "--backing", s.Backing,
+		"--pidfile", s.pidfile, "--pidlog", s.pidlog}
+	if s.Credential != "" {
+		argv = append(argv, "--cred", s.Credential)
+	}
+	if s.opts.Reload {
+		argv = append(argv, "--reload")
+	}
+	if s.opts.UserID != 0 {
+		argv = append(argv, "--user-id", strconv.Itoa(s.opts.UserID))
+	}
+	return argv
+}
+
+// RemountCommand is a remount_command that kills the current server first (a restart)
+// and, when renew > 0, rewrites the credential file to expire renew ahead, as a restart
+// with fresh static keys would.
+func (s *Server) RemountCommand(renew time.Duration) []string {
+	argv := append(s.StartCommand(), "--kill")
+	if renew > 0 {
+		argv = append(argv, "--renew", renew.String())
+	}
+	return argv
+}
+
+// Run starts a server on Dir and waits until it is mounted.
+func (s *Server) Run() error {
+	return s.run(s.StartCommand())
+}
+
+func (s *Server) run(argv []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("start test filesystem on %s: %w: %s", s.Dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Pid is the current server's pid (0 before the first start).
+func (s *Server) Pid() int { return readPid(s.pidfile) }
+
+// Kill SIGKILLs the current server, leaving a dead mount (ENOTCONN), and waits until the
+// process is gone.
+func (s *Server) Kill() {
+	pid := s.Pid()
+	if pid <= 0 {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitGone(pid, 5*time.Second)
+}
+
+// Hang makes the current server stop answering: every request from now on blocks until
+// the connection is aborted or the server killed.
+func (s *Server) Hang() {
+	if pid := s.Pid(); pid > 0 {
+		syscall.Kill(pid, syscall.SIGUSR1)
+	}
+}
+
+// Restart kills the current server, aborts and detaches what is left at Dir, and starts a
+// new one: what an operator's restart of the FUSE daemon does.
+func (s *Server) Restart() error {
+	s.Kill()
+	s.detach()
+	return s.Run()
+}
+
+// Mounted reports whether the topmost mount at Dir is FUSE, and its connection number.
+func (s *Server) Mounted() (conn uint32, ok bool) {
+	var top *mountEntry
+	for _, e := range readMountinfo() {
+		if e.mountPoint == s.Dir {
+			e := e
+			top = &e
+		}
+	}
+	if top == nil || !isFUSE(top.fsType) {
+		return 0, false
+	}
+	return top.minor, true
+}
+
+// Cleanup ends everything the server left: it aborts every FUSE connection at or under
+// Dir (freeing callers stuck in a hung request), kills every server started for it,
+// detaches the mounts and removes its state. It repeats a few times, since a remount
+// command still running may start one more server. New registers it with the test.
+func (s *Server) Cleanup() error {
+	var err error
+	for i := 0; i < 10; i++ {
+		s.killAll()
+		s.detach()
+		if !s.anyLeft() {
+			err = nil
+			break
+		}
+		err = fmt.Errorf("mounts or servers left at %s", s.Dir)
+		time.Sleep(200 * time.Millisecond)
+	}
+	os.RemoveAll(s.state)
+	return err
+}
+
+func (s *Server) pids() []int {
+	b, _ := os.ReadFile(s.pidlog)
+	var out []int
+	for _, l := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(l); err == nil && pid > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (s *Server) killAll() {
+	for _, pid := range s.pids() {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// anyLeft reports whether a mount remains at or under Dir or a server is still alive.
+func (s *Server) anyLeft() bool {
+	if len(mountsUnder(readMountinfo(), s.Dir)) > 0 {
+		return true
+	}
+	for _, pid := range s.pids() {
+		if alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGone waits until pid has exited (or is a zombie) or timeout passed.
+func waitGone(pid int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs and is not a zombie. A pid reused by an unrelated
+// process reads alive too; cleanup only waits a little longer then.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
