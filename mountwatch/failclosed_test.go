@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 )
 
 // A required mount that is not there: missing, Check fails closed with a detail naming
@@ -16,6 +17,7 @@ import (
 // mountpoint refuses writes (EPERM) and mounting over it still works.
 func TestMissingFailsClosedAndGuard(t *testing.T) {
 	f := newFixture(t)
+	srv := f.server(fusetest.Options{}) // not started: the remount below starts it
 	cfg := f.mountCfg("agent")
 	cfg.Guard = true
 	w := f.run(f.opts(cfg))
@@ -39,7 +41,7 @@ func TestMissingFailsClosedAndGuard(t *testing.T) {
 		t.Fatalf("write into the guarded bare mountpoint: %v, want EPERM", err)
 	}
 	// Now give it a way to come back: the remount mounts over the immutable directory.
-	cfg.RemountCommand = f.serverArgs()
+	cfg.RemountCommand = srv.StartCommand()
 	if err := w.Reconfigure([]MountConfig{cfg}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestMissingFailsClosedAndGuard(t *testing.T) {
 // file with data is left alone and reported.
 func TestLinksRepaired(t *testing.T) {
 	f := newFixture(t)
-	f.startServer()
+	f.startServer(fusetest.Options{})
 	os.Mkdir(filepath.Join(f.backing, "files"), 0o755)
 	links := filepath.Join(f.base, "links")
 	os.Mkdir(links, 0o755)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 )
 
 // A healthy mount reads healthy; once its static credential expires it answers EACCES
@@ -16,13 +17,13 @@ import (
 // remount_command (a restart with fresh keys) brings it back.
 func TestExpiredStaticCredentialsRemount(t *testing.T) {
 	f := newFixture(t)
-	if err := writeCred(f.cred, time.Now().Add(2*time.Second)); err != nil {
+	if err := fusetest.WriteCred(f.cred, time.Now().Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	f.startServer("--cred", f.cred)
+	srv := f.startServer(fusetest.Options{Credential: f.cred})
 	cfg := f.mountCfg("agent")
 	cfg.CredentialFile = f.cred
-	cfg.RemountCommand = f.serverArgs("--cred", f.cred, "--kill", "--renew", "1h")
+	cfg.RemountCommand = srv.RemountCommand(time.Hour)
 	w := f.run(f.opts(cfg))
 	f.waitState("agent", api.MountHealthy)
 	if _, _, _, ok := w.Check(nil); !ok {
@@ -48,15 +49,15 @@ func TestExpiredStaticCredentialsRemount(t *testing.T) {
 // never goes denied.
 func TestRefreshCommandKeepsMountHealthy(t *testing.T) {
 	f := newFixture(t)
-	if err := writeCred(f.cred, time.Now().Add(3*time.Second)); err != nil {
+	if err := fusetest.WriteCred(f.cred, time.Now().Add(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	f.startServer("--cred", f.cred, "--reload")
+	f.startServer(fusetest.Options{Credential: f.cred, Reload: true})
 	cfg := f.mountCfg("agent")
 	cfg.CredentialFile = f.cred
 	cfg.RefreshAt = 0.5
 	// The refresh command rewrites the file to expire 3 s ahead, as a credential helper would.
-	cfg.RefreshCommand = []string{"/bin/sh", "-c", `printf '{"Expiration":"%s"}' "$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)" > ` + f.cred + `.tmp && mv ` + f.cred + `.tmp ` + f.cred}
+	cfg.RefreshCommand = fusetest.RefreshCommand(f.cred, 3*time.Second)
 	w := f.run(f.opts(cfg))
 	f.waitState("agent", api.MountHealthy)
 	f.waitFor("three refreshes", func() bool { return w.Counters().Refreshes["agent"]["ok"] >= 3 })
@@ -75,12 +76,12 @@ func TestRefreshCommandKeepsMountHealthy(t *testing.T) {
 // remount brings it back.
 func TestDisconnectedRemount(t *testing.T) {
 	f := newFixture(t)
-	f.startServer()
+	srv := f.startServer(fusetest.Options{})
 	cfg := f.mountCfg("agent")
-	cfg.RemountCommand = f.serverArgs()
+	cfg.RemountCommand = srv.StartCommand()
 	w := f.run(f.opts(cfg))
 	f.waitState("agent", api.MountHealthy)
-	syscall.Kill(f.serverPid(), syscall.SIGKILL)
+	srv.Kill()
 	f.waitFor("a disconnected event", func() bool { return len(f.eventsWith(api.EventMountProbe, "is disconnected: ENOTCONN")) > 0 })
 	m := f.waitState("agent", api.MountHealthy)
 	if m.RemountsTotal < 1 || w.Counters().Failures["agent"]["disconnected"] < 2 {
@@ -92,10 +93,10 @@ func TestDisconnectedRemount(t *testing.T) {
 // through fusectl and remounted, and no probe child is left outstanding.
 func TestHungAbortRemount(t *testing.T) {
 	f := newFixture(t)
-	f.startServer()
+	srv := f.startServer(fusetest.Options{})
 	cfg := f.mountCfg("agent")
 	cfg.ProbeTimeout = 1500 * time.Millisecond // generous: a -race probe child takes ~1 s to start
-	cfg.RemountCommand = f.serverArgs("--kill")
+	cfg.RemountCommand = srv.RemountCommand(0)
 	var checkedWhileHung atomic.Int32 // 1: Check refused, 2: Check passed
 	f.onEvent = func(e api.Event) {
 		if e.Kind == api.EventMountProbe && strings.Contains(e.Message, "is hung") {
@@ -109,7 +110,7 @@ func TestHungAbortRemount(t *testing.T) {
 	w := f.run(f.opts(cfg))
 	f.waitState("agent", api.MountHealthy)
 	before := runtime.NumGoroutine()
-	syscall.Kill(f.serverPid(), syscall.SIGUSR1)
+	srv.Hang()
 	f.waitFor("a hung event", func() bool { return len(f.eventsWith(api.EventMountProbe, "is hung")) > 0 })
 	if checkedWhileHung.Load() != 1 {
 		t.Fatal("Check did not refuse the hung mount")
@@ -131,7 +132,7 @@ func TestHungAbortRemount(t *testing.T) {
 // its owner and reads it healthy.
 func TestOtherOwnerProbedAsOwner(t *testing.T) {
 	f := newFixture(t)
-	f.startServer("--user-id", "65534")
+	f.startServer(fusetest.Options{UserID: 65534})
 	var st syscall.Stat_t
 	if err := syscall.Stat(f.mnt, &st); err != syscall.EACCES {
 		t.Fatalf("root stat of a mount without allow_other: %v, want EACCES (test premise)", err)

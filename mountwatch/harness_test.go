@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -24,10 +23,13 @@ import (
 // children running as another uid can execute it.
 var testBin string
 
+// TestMain dispatches the roles the test binary is re-executed for: the probe child
+// (mount-probe) and the test FUSE server (internal/fusetest).
 func TestMain(m *testing.M) {
-	if code, ok := helperMain(); ok {
-		os.Exit(code)
+	if len(os.Args) > 1 && os.Args[1] == "mount-probe" {
+		os.Exit(ProbeMain(os.Args[2:], os.Stdout))
 	}
+	fusetest.Main()
 	dir, err := os.MkdirTemp("", "mountwatch-bin-")
 	if err == nil {
 		os.Chmod(dir, 0o755)
@@ -61,12 +63,13 @@ func copyFile(src, dst string) error {
 }
 
 // fixture is one test's world: a world-traversable base directory with a mountpoint, a
-// backing directory for the FUSE server, a credential file and the pids of every server
-// started, all cleaned up (connections aborted, servers killed, mounts detached) at the end.
+// backing directory for the FUSE server (internal/fusetest, which kills its servers at
+// cleanup) and a credential file, all cleaned up (connections aborted, mounts detached,
+// guard lifted) at the end.
 type fixture struct {
-	t                                         *testing.T
-	base, mnt, backing, cred, pidfile, pidlog string
-	fusectl                                   string
+	t                        *testing.T
+	base, mnt, backing, cred string
+	fusectl                  string
 
 	mu      sync.Mutex
 	events  []api.Event
@@ -83,8 +86,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	os.Chmod(base, 0o755)
 	f := &fixture{t: t, base: base, mnt: filepath.Join(base, "mnt"), backing: filepath.Join(base, "backing"),
-		cred: filepath.Join(base, "cred.json"), pidfile: filepath.Join(base, "server.pid"),
-		pidlog: filepath.Join(base, "pids.log"), fusectl: filepath.Join(base, "fusectl")}
+		cred: filepath.Join(base, "cred.json"), fusectl: filepath.Join(base, "fusectl")}
 	for _, d := range []string{f.mnt, f.backing} {
 		if err := os.Mkdir(d, 0o777); err != nil {
 			t.Fatal(err)
@@ -95,8 +97,9 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// cleanup aborts every FUSE connection under base (freeing hung callers), kills the
-// servers, lazily unmounts everything under base and removes it.
+// cleanup aborts every FUSE connection under base (freeing hung callers), lazily unmounts
+// everything under base and removes it. The servers' own cleanup (fusetest) runs first
+// and kills them.
 func (f *fixture) cleanup() {
 	entries, _ := readMountinfo("/proc")
 	var mine []mountEntry
@@ -115,13 +118,6 @@ func (f *fixture) cleanup() {
 			os.WriteFile(filepath.Join(ctl, strconv.Itoa(int(e.Minor)), "abort"), []byte("1"), 0)
 		}
 	}
-	if b, err := os.ReadFile(f.pidlog); err == nil {
-		for _, l := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(l); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	}
 	sort.Slice(mine, func(i, j int) bool { return mine[i].MountID > mine[j].MountID })
 	for _, e := range mine {
 		unix.Unmount(e.MountPoint, unix.MNT_DETACH)
@@ -137,28 +133,21 @@ func (f *fixture) cleanup() {
 	}
 }
 
-// serverArgs are the start-testfs arguments for this fixture.
-func (f *fixture) serverArgs(extra ...string) []string {
-	return append([]string{testBin, "start-testfs", "--dir", f.mnt, "--backing", f.backing,
-		"--pidfile", f.pidfile, "--pidlog", f.pidlog}, extra...)
+// server prepares the fixture's test filesystem on its mountpoint and backing directory
+// without starting it (a remount command may be the first to start it).
+func (f *fixture) server(o fusetest.Options) *fusetest.Server {
+	o.Backing, o.Binary = f.backing, testBin
+	return fusetest.New(f.t, f.mnt, o)
 }
 
-func (f *fixture) startServer(extra ...string) {
+// startServer starts the fixture's test filesystem and waits until it is mounted.
+func (f *fixture) startServer(o fusetest.Options) *fusetest.Server {
 	f.t.Helper()
-	out, err := exec.Command(f.serverArgs(extra...)[0], f.serverArgs(extra...)[1:]...).CombinedOutput()
-	if err != nil {
-		f.t.Fatalf("start test fs: %v: %s", err, out)
-	}
-}
-
-func (f *fixture) serverPid() int {
-	f.t.Helper()
-	b, err := os.ReadFile(f.pidfile)
-	if err != nil {
+	s := f.server(o)
+	if err := s.Run(); err != nil {
 		f.t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
+	return s
 }
 
 func (f *fixture) opts(mounts ...MountConfig) Options {
@@ -240,5 +229,3 @@ func (f *fixture) eventsWith(kind, substr string) []api.Event {
 	}
 	return out
 }
-
-func killServer(pid int) { syscall.Kill(pid, syscall.SIGKILL) }

@@ -4,11 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 )
 
 // Observe mode reports and counts what it would do and changes nothing: a dead mount
@@ -16,10 +16,10 @@ import (
 // is not created, a bare mountpoint is not made immutable.
 func TestObserveChangesNothing(t *testing.T) {
 	f := newFixture(t)
-	f.startServer()
+	srv := f.startServer(fusetest.Options{})
 	marker := filepath.Join(f.base, "ran")
 	link := filepath.Join(f.base, "link")
-	if err := writeCred(f.cred, time.Now().Add(-time.Minute)); err != nil {
+	if err := fusetest.WriteCred(f.cred, time.Now().Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := f.mountCfg("agent")
@@ -35,7 +35,7 @@ func TestObserveChangesNothing(t *testing.T) {
 	o.Observe = true
 	w := f.run(o)
 	f.waitFor("a probe", func() bool { return f.mountState("agent").LastProbeAt != nil })
-	syscall.Kill(f.serverPid(), syscall.SIGKILL)
+	srv.Kill()
 	f.waitState("agent", api.MountDisconnected)
 	f.waitFor("observed remounts and refreshes", func() bool {
 		c := w.Counters()

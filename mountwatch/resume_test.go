@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 )
 
 // Resume (no loop running, as right after a VM wakes) refreshes a credential past its
@@ -15,10 +16,10 @@ import (
 func TestResumeRefreshesAndProbes(t *testing.T) {
 	f := newFixture(t)
 	// The credential expired "during the pause".
-	if err := writeCred(f.cred, time.Now().Add(-time.Minute)); err != nil {
+	if err := fusetest.WriteCred(f.cred, time.Now().Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	f.startServer("--cred", f.cred, "--reload")
+	f.startServer(fusetest.Options{Credential: f.cred, Reload: true})
 	cfg := f.mountCfg("agent")
 	cfg.CredentialFile = f.cred
 	cfg.RefreshCommand = []string{"/bin/sh", "-c", `printf '{"Expiration":"%s"}' "$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)" > ` + f.cred}
@@ -49,7 +50,7 @@ func (r restarterFunc) RestartUnit(ctx context.Context, name string) (string, er
 // remount_unit goes through the Restarter; max_remounts_per_hour stops a remount loop.
 func TestRemountUnitAndHourlyLimit(t *testing.T) {
 	f := newFixture(t)
-	f.startServer()
+	srv := f.startServer(fusetest.Options{})
 	var calls atomic.Int32
 	var fail atomic.Bool
 	cfg := f.mountCfg("agent")
@@ -64,7 +65,7 @@ func TestRemountUnitAndHourlyLimit(t *testing.T) {
 		if fail.Load() {
 			return "failed", nil
 		}
-		args := f.serverArgs()
+		args := srv.StartCommand()
 		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
 			t.Logf("restart: %v %s", err, out)
 			return "failed", nil
@@ -73,12 +74,11 @@ func TestRemountUnitAndHourlyLimit(t *testing.T) {
 	})
 	w := f.run(o)
 	f.waitState("agent", api.MountHealthy)
-	pid := f.serverPid()
-	killServer(pid)
+	srv.Kill()
 	f.waitFor("a remount through the unit", func() bool { return w.Counters().Remounts["agent"]["ok"] == 1 })
 	f.waitState("agent", api.MountHealthy)
 	fail.Store(true)
-	killServer(f.serverPid())
+	srv.Kill()
 	f.waitFor("the hourly limit", func() bool { return w.Counters().Remounts["agent"]["skipped"] >= 1 })
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("restarter called %d times, want 2 (one ok, one failed, then the limit)", n)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 )
 
 const sampleMountinfo = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/root rw
@@ -117,7 +118,7 @@ func TestProbeMain(t *testing.T) {
 func TestCredentialRefreshPoint(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cred.json")
 	issued := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
-	if err := writeCred(p, issued.Add(100*time.Minute)); err != nil {
+	if err := fusetest.WriteCred(p, issued.Add(100*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	os.Chtimes(p, issued, issued)
