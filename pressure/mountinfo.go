@@ -1,109 +1,14 @@
 package pressure
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
 )
-
-// mountEntry is one line of /proc/self/mountinfo, reduced to what a filesystem object shows.
-type mountEntry struct {
-	Major, Minor uint32
-	Mountpoint   string
-	FSType       string
-	Source       string
-}
-
-func (m mountEntry) device() string { return fmt.Sprintf("%d:%d", m.Major, m.Minor) }
-
-// parseMountinfo reads mountinfo lines (proc(5)); lines it cannot read are skipped, so one
-// odd entry never hides the others.
-func parseMountinfo(data []byte) []mountEntry {
-	var out []mountEntry
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if e, ok := parseMountinfoLine(sc.Text()); ok {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// parseMountinfoLine parses "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw".
-// The optional fields end at the lone "-".
-func parseMountinfoLine(line string) (mountEntry, bool) {
-	f := strings.Fields(line)
-	if len(f) < 7 {
-		return mountEntry{}, false
-	}
-	majS, minS, ok := strings.Cut(f[2], ":")
-	if !ok {
-		return mountEntry{}, false
-	}
-	maj, err1 := strconv.ParseUint(majS, 10, 32)
-	min, err2 := strconv.ParseUint(minS, 10, 32)
-	if err1 != nil || err2 != nil {
-		return mountEntry{}, false
-	}
-	sep := -1
-	for i := 6; i < len(f); i++ {
-		if f[i] == "-" {
-			sep = i
-			break
-		}
-	}
-	if sep < 0 || sep+1 >= len(f) {
-		return mountEntry{}, false
-	}
-	e := mountEntry{
-		Major:      uint32(maj),
-		Minor:      uint32(min),
-		Mountpoint: unescapeOctal(f[4]),
-		FSType:     unescapeOctal(f[sep+1]),
-	}
-	if sep+2 < len(f) {
-		e.Source = unescapeOctal(f[sep+2])
-	}
-	return e, true
-}
-
-// unescapeOctal decodes the kernel's \ooo escapes (space is \040, newline \012, tab \011,
-// backslash \134). Anything that is not a valid three-digit escape is kept as written.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			v := (s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0')
-			if s[i+1] <= '3' { // \400 and above do not fit a byte
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
-
-// underMount reports whether path lies on or below mountpoint, lexically.
-func underMount(path, mountpoint string) bool {
-	if mountpoint == "/" {
-		return strings.HasPrefix(path, "/")
-	}
-	return path == mountpoint || strings.HasPrefix(path, mountpoint+"/")
-}
 
 // mountTable caches mountinfo: reading it costs far more than a statfs on a node with many
 // mounts, and mounts change rarely. It is reloaded when older than ttl, or at once (at most
@@ -113,7 +18,7 @@ type mountTable struct {
 	ttl  time.Duration
 
 	mu       sync.Mutex // guards the fields below
-	entries  []mountEntry
+	entries  []mountinfo.Entry
 	loadedAt time.Time
 	err      error
 }
@@ -124,7 +29,7 @@ func newMountTable(procRoot string) *mountTable {
 
 // snapshot returns the current entries, reloading when they are older than the TTL, or
 // older than a second when force is set.
-func (t *mountTable) snapshot(force bool) ([]mountEntry, error) {
+func (t *mountTable) snapshot(force bool) ([]mountinfo.Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	age := time.Since(t.loadedAt)
@@ -134,7 +39,8 @@ func (t *mountTable) snapshot(force bool) ([]mountEntry, error) {
 		if err != nil {
 			t.err = fmt.Errorf("read %s: %w", t.path, err)
 		} else {
-			t.entries, t.err = parseMountinfo(data), nil
+			t.entries, _ = mountinfo.Parse(data)
+			t.err = nil
 		}
 	}
 	return t.entries, t.err
@@ -144,40 +50,29 @@ func (t *mountTable) snapshot(force bool) ([]mountEntry, error) {
 // path, so it cannot hang). It keys the one-call-per-filesystem rule; "" when unknown.
 func (t *mountTable) lexicalMount(path string) string {
 	entries, _ := t.snapshot(false)
-	return deepest(entries, path, func(mountEntry) bool { return true }).Mountpoint
+	e, _ := mountinfo.Deepest(entries, path, nil)
+	return e.MountPoint
 }
 
 // forDevice finds the mount of device maj:min that holds path: the deepest matching
 // mountpoint that contains path, else the deepest matching one (a bind mount seen from
 // elsewhere). ok is false when no entry has that device.
-func (t *mountTable) forDevice(path string, maj, min uint32) (mountEntry, bool) {
+func (t *mountTable) forDevice(path string, maj, min uint32) (mountinfo.Entry, bool) {
 	for _, force := range []bool{false, true} {
 		entries, _ := t.snapshot(force)
-		match := func(e mountEntry) bool { return e.Major == maj && e.Minor == min }
-		if e := deepest(entries, path, match); e.Mountpoint != "" {
+		match := func(e mountinfo.Entry) bool { return e.Major == maj && e.Minor == min }
+		if e, ok := mountinfo.Deepest(entries, path, match); ok {
 			return e, true
 		}
-		var best mountEntry
+		var best mountinfo.Entry
 		for _, e := range entries {
-			if match(e) && len(e.Mountpoint) > len(best.Mountpoint) {
+			if match(e) && len(e.MountPoint) > len(best.MountPoint) {
 				best = e
 			}
 		}
-		if best.Mountpoint != "" {
+		if best.MountPoint != "" {
 			return best, true
 		}
 	}
-	return mountEntry{}, false
-}
-
-// deepest returns the entry with the longest mountpoint containing path among those that
-// match; on equal mountpoints the later line wins, as it is mounted on top.
-func deepest(entries []mountEntry, path string, match func(mountEntry) bool) mountEntry {
-	var best mountEntry
-	for _, e := range entries {
-		if match(e) && underMount(path, e.Mountpoint) && len(e.Mountpoint) >= len(best.Mountpoint) {
-			best = e
-		}
-	}
-	return best
+	return mountinfo.Entry{}, false
 }

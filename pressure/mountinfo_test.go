@@ -3,10 +3,7 @@ package pressure
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/sandboxd/sandboxd/internal/units"
 )
 
 const sampleMountinfo = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
@@ -19,19 +16,6 @@ bad line
 44 22 x:y / /bad rw - ext4 /dev/x rw
 45 22 0:48 / /nofstype rw -
 `
-
-func TestParseMountinfo(t *testing.T) {
-	es := parseMountinfo([]byte(sampleMountinfo))
-	if len(es) != 6 {
-		t.Fatalf("%d entries, want 6: %+v", len(es), es)
-	}
-	if e := es[3]; e.Mountpoint != "/mnt/my disk" || e.Source != `my\src` || e.device() != "0:46" {
-		t.Errorf("escaped entry = %+v", e)
-	}
-	if e := es[2]; e.FSType != "tmpfs" || e.Mountpoint != "/tmp" {
-		t.Errorf("optional fields entry = %+v", e)
-	}
-}
 
 func TestForDeviceAndLexicalMount(t *testing.T) {
 	dir := t.TempDir()
@@ -54,7 +38,7 @@ func TestForDeviceAndLexicalMount(t *testing.T) {
 	}
 	for _, c := range cases {
 		e, ok := mt.forDevice(c.path, c.maj, c.min)
-		if !ok || e.Mountpoint != c.mountpoint {
+		if !ok || e.MountPoint != c.mountpoint {
 			t.Errorf("forDevice(%s, %d:%d) = %+v, %v; want %s", c.path, c.maj, c.min, e, ok, c.mountpoint)
 		}
 	}
@@ -66,62 +50,5 @@ func TestForDeviceAndLexicalMount(t *testing.T) {
 	}
 	if got := mt.lexicalMount("/mnt/my diskette"); got != "/" {
 		t.Errorf("lexicalMount of a sibling name = %q, want /", got)
-	}
-}
-
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{
-		`a\040b`: "a b", `\011\012\134`: "\t\n\\", `trail\04`: `trail\04`,
-		`\777`: `\777`, `\08x`: `\08x`, `plain`: "plain",
-	} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func FuzzParseMountinfo(f *testing.F) {
-	for _, l := range strings.Split(sampleMountinfo, "\n") {
-		f.Add(l)
-	}
-	f.Add(`1 2 3:4 / /a\0 - x`)
-	f.Add(`1 2 4294967295:4294967296 / / rw - - - -`)
-	f.Fuzz(func(t *testing.T, line string) {
-		e, ok := parseMountinfoLine(line)
-		if !ok {
-			return
-		}
-		_ = e.device()
-		_ = underMount("/x/y", e.Mountpoint)
-		if !strings.Contains(line, `\`) && !strings.Contains(line, e.Mountpoint) {
-			t.Errorf("mountpoint %q not in %q", e.Mountpoint, line)
-		}
-	})
-}
-
-func TestAdaptiveThresholdCapped(t *testing.T) {
-	cfg := FSConfig{ReclaimBelow: units.Threshold{Amount: 1 << 30}}
-	// 1 MiB/s × 10m = 600 MiB: below the configured 1 GiB, which stays.
-	if r := resolveThresholds(cfg, 100<<30, 0, 1<<20, 600e9); r.reclaim != 1<<30 || r.why != "reclaim_below 1.0 GiB" {
-		t.Errorf("slow growth: %d %q", r.reclaim, r.why)
-	}
-	// 3 MiB/s × 10m = 1800 MiB on a 100 GiB disk.
-	r := resolveThresholds(cfg, 100<<30, 0, 3<<20, 600e9)
-	if r.reclaim != 1800<<20 || r.why != "growth 3.0 MiB/s × lead_time 10m" {
-		t.Errorf("adaptive: %d %q", r.reclaim, r.why)
-	}
-	// 1 GiB/s: capped at 10 GiB on a big disk, at 25% on a small one, never below config.
-	if r := resolveThresholds(cfg, 1<<40, 0, 1<<30, 600e9); r.reclaim != 10<<30 {
-		t.Errorf("cap 10 GiB: %d", r.reclaim)
-	}
-	if r := resolveThresholds(cfg, 8<<30, 0, 1<<30, 600e9); r.reclaim != 2<<30 {
-		t.Errorf("cap 25%%: %d", r.reclaim)
-	}
-	if r := resolveThresholds(cfg, 2<<30, 0, 1<<30, 600e9); r.reclaim != 1<<30 {
-		t.Errorf("cap below the configured value: %d", r.reclaim)
-	}
-	// A configured 0 means never, whatever the growth.
-	if r := resolveThresholds(FSConfig{}, 100<<30, 0, 1<<30, 600e9); r.reclaim != 0 {
-		t.Errorf("disabled threshold became %d", r.reclaim)
 	}
 }

@@ -41,7 +41,7 @@ func measurePath(mt *mountTable, path string, now time.Time) (api.Filesystem, ui
 	maj, min := unix.Major(dev), unix.Minor(dev)
 	fig.Device = fmt.Sprintf("%d:%d", maj, min)
 	if e, ok := mt.forDevice(path, maj, min); ok {
-		fig.Mountpoint, fig.FSType = e.Mountpoint, e.FSType
+		fig.Mountpoint, fig.FSType = e.MountPoint, e.FSType
 	}
 	fig.SampledAt = now
 	return fig, dev, nil
