@@ -56,7 +56,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { printf '\n== %s  (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+log() { printf '\n== %s  (%s, load %s)\n' "$*" "$(date -u +%H:%M:%S)" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
 
 # stop PID: end one process this script started and drop it from PIDS.
 stop() {
@@ -153,16 +153,27 @@ HTTP_PID=$DPID
 BARE_PID=$!
 PIDS+=("$BARE_PID")
 "$SB" get -socket "$WORK/bare.sock" -path /livez -wait 10s >/dev/null
+# A second bare server answers sandboxd's own status document: the gap between it and
+# the small-JSON one is the cost of moving the bigger body, the rest is sandboxd's work.
+"$SB" get -socket "$WORK/http.sock" -path /v1/status >"$OUT/http-status.json"
+"$SB" bare -socket "$WORK/bare2.sock" -body-file "$OUT/http-status.json" 2>>"$OUT/bare.log" &
+BARE2_PID=$!
+PIDS+=("$BARE2_PID")
+"$SB" get -socket "$WORK/bare2.sock" -path /livez -wait 10s >/dev/null
+echo "  status document: $(wc -c <"$OUT/http-status.json") bytes"
 for ep in livez status; do
 	path=/livez
-	[ "$ep" = status ] && path=/v1/status
-	for r in $(seq "$ROUNDS"); do
-		load "http-$ep-c1" sandboxd "$r" "$WORK/http.sock" -path "$path" -clients 1 -duration "$SECS"
-		load "http-$ep-c1" bare "$r" "$WORK/bare.sock" -path "$path" -clients 1 -duration "$SECS"
-	done
-	for r in $(seq "$ROUNDS"); do
-		load "http-$ep-c32" sandboxd "$r" "$WORK/http.sock" -path "$path" -clients 32 -duration "$SECS"
-		load "http-$ep-c32" bare "$r" "$WORK/bare.sock" -path "$path" -clients 32 -duration "$SECS"
+	targets=(sandboxd:http bare:bare)
+	if [ "$ep" = status ]; then
+		path=/v1/status
+		targets+=(bare-samebody:bare2)
+	fi
+	for clients in 1 32; do
+		for r in $(seq "$ROUNDS"); do
+			for t in "${targets[@]}"; do
+				load "http-$ep-c$clients" "${t%%:*}" "$r" "$WORK/${t#*:}.sock" -path "$path" -clients "$clients" -duration "$SECS"
+			done
+		done
 	done
 done
 # The CLI opens a connection per call: the per-connection cost (peer credentials) shows here.
@@ -170,7 +181,7 @@ for r in $(seq "$ROUNDS"); do
 	load http-livez-fresh-c1 sandboxd "$r" "$WORK/http.sock" -path /livez -fresh -duration "$SECS"
 	load http-livez-fresh-c1 bare "$r" "$WORK/bare.sock" -path /livez -fresh -duration "$SECS"
 done
-"$SB" get -socket "$WORK/http.sock" -path /v1/status >"$OUT/http-status.json"
+stop "$BARE2_PID"
 stop "$BARE_PID"
 stop "$HTTP_PID"
 
@@ -232,6 +243,8 @@ RESUME_PID=$DPID
 # 10 s cache, then wait until 10.5 s after the uncached call so the next one runs again.
 for c in $(seq 5); do
 	t0=$(date +%s%N)
+	# the same lone, primed call to /livez: what one call costs when it is not in a stream
+	load resume-uncached livez-lone "$c" "$WORK/resume.sock" -path /livez -requests 1 -warmup 0 -prime /livez
 	load resume-uncached resume "$c" "$WORK/resume.sock" -method POST -path /v1/resume -requests 1 -warmup 0 -prime /livez -count '"cached":false'
 	for r in 1 2; do
 		load resume resume-cached "$(((c - 1) * 2 + r))" "$WORK/resume.sock" -method POST -path /v1/resume -duration 1.5s -count '"cached":true'

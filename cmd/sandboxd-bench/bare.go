@@ -13,10 +13,13 @@ import (
 // runBare serves the baseline: the cheapest honest net/http server on a Unix socket,
 // answering a constant small JSON to every request, with the same kind of server
 // timeouts a daemon sets. It is what "HTTP over a Unix socket costs" means in the
-// comparison, so anything sandboxd adds on top shows as the ratio.
+// comparison, so anything sandboxd adds on top shows as the ratio. With -body-file it
+// answers a given document (sandboxd's own status), which separates the cost of moving
+// a bigger body from the cost of building it.
 func runBare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bare", stderr)
 	socket := fs.String("socket", "", "Unix socket path to listen on (required)")
+	bodyFile := fs.String("body-file", "", "answer this file's bytes instead of a small constant JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,6 +32,13 @@ func runBare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	body := []byte(`{"status":"ok"}` + "\n")
+	if *bodyFile != "" {
+		b, err := os.ReadFile(*bodyFile)
+		if err != nil {
+			return err
+		}
+		body = b
+	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
