@@ -43,6 +43,9 @@ func (w *Watcher) remount(ctx context.Context, m *mount, from string) bool {
 	m.remountTimes = append(m.remountTimes, now)
 	m.remounting = true
 	old, wasPresent := m.entry, m.present
+	// Kept so that a failed remount restores why and since when the mount is down: the
+	// launch refusal and the status must still name the errno of the episode.
+	prevErrno, prevOp, prevMsg, prevSince := m.errno, m.op, m.msg, m.since
 	ev := m.setState(api.MountRemounting, "", "", "", w.opts.Now())
 	w.mu.Unlock()
 	w.emitTransition(m, ev)
@@ -54,7 +57,8 @@ func (w *Watcher) remount(ctx context.Context, m *mount, from string) bool {
 	if err != nil {
 		w.count(m, "failed")
 		w.mu.Lock()
-		ev := m.setState(from, "", "", "", w.opts.Now())
+		ev := m.setState(from, prevErrno, prevOp, prevMsg, w.opts.Now())
+		m.since = prevSince
 		m.failStreak = 0
 		m.nextProbe = time.Time{}
 		w.mu.Unlock()
