@@ -148,6 +148,15 @@ func TestSystemdNotifyAndWatchdog(t *testing.T) {
 	close(unstall)
 	poll(t, 10*time.Second, "pings to resume", func() bool { return sink.count("WATCHDOG=1") > quiet })
 
+	// A reload is bracketed by RELOADING=1 and READY=1.
+	readies := sink.count("READY=1")
+	if err := td.d.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	poll(t, 5*time.Second, "RELOADING=1 then READY=1", func() bool {
+		return sink.count("RELOADING=1") == 1 && sink.count("READY=1") > readies
+	})
+
 	td.stop()
 	poll(t, 5*time.Second, "STOPPING=1", func() bool { return sink.count("STOPPING=1") >= 1 })
 }
