@@ -12,7 +12,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace.
 DEB_DEPS := prometheus fuse3 e2fsprogs util-linux procps systemd dbus curl
 
-.PHONY: all build run test bench lint fuzz deps clean status docs
+.PHONY: all build run test bench lint fuzz deps clean status docs deb
 
 all: build
 
@@ -57,3 +57,7 @@ clean:
 # Regenerates docs/config.md's reference block from the embedded default.
 docs:
 	@awk '/^```toml$$/{print; system("cat internal/config/default.toml"); skip=1; next} skip && /^```$$/{skip=0} !skip' docs/config.md > docs/config.md.new && mv docs/config.md.new docs/config.md
+
+# A Debian package of the built binary, units, default config (a conffile) and alert rules.
+deb: build
+	bash packaging/debian/build.sh
