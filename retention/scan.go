@@ -92,7 +92,17 @@ func newPending() *pending {
 
 func (p *pending) add(name string, op fsnotify.Op) {
 	p.mu.Lock()
+	p.addLocked(name, op, false)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// addLocked records one event; name "" is the root itself.
+func (p *pending) addLocked(name string, op fsnotify.Op, overflow bool) {
 	switch {
+	case overflow:
+		p.overflow = true
+		clear(p.ops)
 	case name == "":
 		if op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename) {
 			p.rootGone = true
@@ -104,8 +114,6 @@ func (p *pending) add(name string, op fsnotify.Op) {
 	default:
 		p.ops[name] |= op
 	}
-	p.mu.Unlock()
-	p.signal()
 }
 
 func (p *pending) setOverflow() {
@@ -132,7 +140,8 @@ func (p *pending) take() (ops map[string]fsnotify.Op, overflow, rootGone bool) {
 	return
 }
 
-// readEvents drains one watcher into p until the watcher closes.
+// readEvents drains an fsnotify watcher into p until the watcher closes: the fallback
+// when the batched reader (rawWatch) cannot be set up.
 func readEvents(w *fsnotify.Watcher, prefix string, p *pending) {
 	events, errs := w.Events, w.Errors
 	for events != nil || errs != nil {
