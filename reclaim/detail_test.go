@@ -1,0 +1,34 @@
+package reclaim
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// The percent in the fingerprint is df's: used/(used+avail), the filesystem object's
+// used_ratio, not 1-avail/size, which counts the reserved blocks as used.
+func TestFingerprintPercentIsUsedRatio(t *testing.T) {
+	const gib = 1 << 30
+	// 100 GiB ext4 with 5% reserved: 10 GiB used, 90 GiB free, 85 GiB available.
+	m := api.Filesystem{Path: "/", SizeBytes: 100 * gib, FreeBytes: 90 * gib, AvailBytes: 85 * gib, Files: 1000, FilesFree: 900}
+	m.UsedRatio = 10.0 / (10 + 85)
+	if got := describeFS(m); !strings.Contains(got, "(11% used)") {
+		t.Errorf("describeFS = %q, want 11%% used (1-avail/size would say 15%%)", got)
+	}
+	m.UsedRatio = 0 // not filled in: derived from the same fields
+	if got := describeFS(m); !strings.Contains(got, "(11% used)") {
+		t.Errorf("describeFS without used_ratio = %q, want 11%% used", got)
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), -1, 7} {
+		m.UsedRatio = bad
+		if got := describeFS(m); strings.Contains(got, "NaN") || strings.Contains(got, "Inf") || strings.Contains(got, "-") && strings.Contains(got, "-1") {
+			t.Errorf("describeFS with used_ratio %v = %q", bad, got)
+		}
+	}
+	if got := describeFS(api.Filesystem{Path: "/x"}); !strings.Contains(got, "(0% used)") {
+		t.Errorf("empty figure: %q", got)
+	}
+}
