@@ -83,13 +83,41 @@ func (w *Watcher) once(m *mount, key string) bool {
 	return true
 }
 
-// probeNow runs one probe to completion (for remediation) and returns its outcome.
+// probeNow runs one probe to completion (for remediation and resume) and returns its
+// outcome. With one outstanding probe per mount, a probe of the loop may still be running:
+// while it is within its probe_timeout it is waited for (a slow probe child, as under
+// load, is not a hung mount; treating it as one remounted healthy mounts at start-up);
+// only one still there after its kill means hung.
 func (w *Watcher) probeNow(m *mount, canary bool) outcome {
-	c, err := w.launchProbe(m, canary, false)
-	if err != nil {
-		return outcome{state: api.MountHung, errno: "ETIMEDOUT", op: "probe", msg: err.Error(), at: w.opts.Now()}
+	for attempt := 0; attempt < 50; attempt++ {
+		c, err := w.launchProbe(m, canary, false)
+		if err == nil {
+			return w.collect(m, c)
+		}
+		w.mu.Lock()
+		pending := m.probe
+		w.mu.Unlock()
+		if pending != nil {
+			if pending.isExpired() && !closed(pending.reaped) {
+				break
+			}
+			select {
+			case <-pending.reaped:
+			case <-pending.expired:
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // the reaper clears m.probe right after the reap
 	}
-	return w.collect(m, c)
+	return w.hungOutcome(m, "the last probe is still outstanding after its kill")
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // abort frees a hung connection by writing to fusectl's abort file: SIGKILL cannot free a

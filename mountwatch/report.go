@@ -200,12 +200,7 @@ func (w *Watcher) resumeProbe(ctx context.Context, m *mount) {
 		w.apply(m, outcome{state: api.MountMissing, msg: "not mounted", at: w.opts.Now()})
 		return
 	}
-	c, err := w.launchProbe(m, m.cfg.Canary, false)
-	if err != nil {
-		w.apply(m, w.hungOutcome(m, "the last probe is still outstanding"))
-		return
-	}
-	if o := w.collect(m, c); o.ok || o.state != "" {
+	if o := w.probeNow(m, m.cfg.Canary); o.ok || o.state != "" {
 		w.apply(m, o)
 	}
 }

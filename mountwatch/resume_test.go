@@ -90,3 +90,31 @@ func TestRemountUnitAndHourlyLimit(t *testing.T) {
 		t.Fatal("Check passed while the mount is down")
 	}
 }
+
+// A resume that finds the loop's probe still running within its probe_timeout (a slow
+// probe child, as under load) waits for it instead of calling the mount hung: before
+// this was fixed, the daemon's start-up resume aborted and remounted healthy mounts.
+func TestResumeWaitsForASlowProbe(t *testing.T) {
+	f := newFixture(t)
+	f.startServer(fusetest.Options{})
+	cfg := f.mountCfg("agent")
+	cfg.ProbeInterval, cfg.ProbeTimeout = time.Second, 10*time.Second
+	o := f.opts(cfg)
+	// Every probe child takes a second before it probes.
+	o.ProbeCommand = []string{"/bin/sh", "-c", `sleep 1; exec "$0" "$@"`, testBin, "mount-probe"}
+	w := f.run(o)
+	f.waitFor("the loop's first probe", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.mounts[0].probe != nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w.Resume(ctx)
+	if m := f.mountState("agent"); m.State != api.MountHealthy {
+		t.Fatalf("after resume: %+v", m)
+	}
+	if ev := f.eventsWith(api.EventMountProbe, "hung"); len(ev) > 0 || w.Counters().Aborts["agent"] != 0 {
+		t.Fatalf("a slow probe was taken for a hung mount: %v", ev)
+	}
+}
