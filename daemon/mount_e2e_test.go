@@ -91,7 +91,15 @@ func startMountDaemon(t testing.TB, mounts ...mountSpec) *testDaemon {
 	for _, m := range mounts {
 		body += m.toml()
 	}
-	return startDaemon(t, body, probeSelf)
+	td := startDaemon(t, body, probeSelf)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range td.events(t) {
+				t.Logf("event %s %s %s: %s", e.Time.Format("15:04:05.000"), e.Kind, e.Subject, e.Message)
+			}
+		}
+	})
+	return td
 }
 
 func (td *testDaemon) status(t testing.TB) api.Status {
