@@ -39,12 +39,16 @@ func newJobWriter(dir, prefix string) (*jobWriter, error) {
 	return &jobWriter{dir: dir, prefix: prefix, pid: []byte(strconv.Itoa(n+1) + "\n")}, nil
 }
 
-// entry writes the i-th entry overall: entry i belongs to job i/7.
-func (w *jobWriter) entry(i int) error {
+// path is the i-th entry's path: entry i belongs to job i/7.
+func (w *jobWriter) path(i int) string {
 	id := fmt.Sprintf("%s%012x", w.prefix, i/len(entrySuffixes))
-	suf := entrySuffixes[i%len(entrySuffixes)]
-	p := filepath.Join(w.dir, id+suf)
-	switch suf {
+	return filepath.Join(w.dir, id+entrySuffixes[i%len(entrySuffixes)])
+}
+
+// entry writes the i-th entry.
+func (w *jobWriter) entry(i int) error {
+	p := w.path(i)
+	switch entrySuffixes[i%len(entrySuffixes)] {
 	case "":
 		return os.Mkdir(p, 0o755)
 	case ".pid":
@@ -59,6 +63,7 @@ func runFill(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dir := fs.String("dir", "", "site directory (required, must exist)")
 	n := fs.Int("n", 16381, "number of entries")
 	prefix := fs.String("prefix", "f", "job id prefix (keeps fill and churn names apart)")
+	age := fs.Duration("age", 0, "set every entry's mtime this far in the past (0: now)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,9 +74,15 @@ func runFill(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	at := time.Now().Add(-*age)
 	for i := 0; i < *n; i++ {
 		if err := w.entry(i); err != nil {
 			return err
+		}
+		if *age > 0 {
+			if err := os.Chtimes(w.path(i), at, at); err != nil {
+				return err
+			}
 		}
 		if i%1024 == 0 && ctx.Err() != nil {
 			return ctx.Err()
