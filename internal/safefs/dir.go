@@ -86,7 +86,7 @@ func (d *Dir) Remove(ctx context.Context, name string, opts RemoveOptions) (Stat
 	if err != nil {
 		return Stats{}, fmt.Errorf("remove: %w", err)
 	}
-	return d.r.removeAt(ctx, d.fd, rel, name, opts)
+	return d.r.removeAt(ctx, d.fd, rel, name, opts, false)
 }
 
 // RemoveEntry removes e, an entry of this directory that the caller has just described
@@ -107,7 +107,7 @@ func (d *Dir) RemoveEntry(ctx context.Context, e Entry, opts RemoveOptions) (Sta
 	}
 	switch {
 	case e.IsDir():
-		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts)
+		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts, true)
 	case e.Dev != d.r.dev || e.MountRoot:
 		return Stats{Skipped: 1}, fmt.Errorf("remove %s: %w", d.r.display(rel), ErrMountPoint)
 	case !opts.OnlyOlderThan.IsZero() && !e.Mtime.Before(opts.OnlyOlderThan):
@@ -125,7 +125,7 @@ func (d *Dir) RemoveEntry(ctx context.Context, e Entry, opts RemoveOptions) (Sta
 	case errors.Is(err, unix.ENOENT):
 		return Stats{}, nil
 	case errors.Is(err, unix.EISDIR):
-		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts)
+		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts, true)
 	case errors.Is(err, unix.EBUSY):
 		return Stats{Skipped: 1}, fmt.Errorf("remove %s: %w", d.r.display(rel), ErrMountPoint)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -182,5 +183,65 @@ func TestDirRemoveEntryMountPoint(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(outFile); string(b) != "precious" {
 		t.Fatalf("outside file changed: %q", b)
+	}
+}
+
+func TestReadNames(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a", "x"), "x")
+	writeFile(t, filepath.Join(root, "b"), "b")
+	os.Symlink("/etc", filepath.Join(root, "l"))
+	r := openRoot(t, root)
+	names, err := r.ReadNames("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"a", "b", "l"}) {
+		t.Fatalf("ReadNames = %q", names)
+	}
+	if _, err := r.ReadNames("l"); err == nil {
+		t.Fatal("ReadNames through a symlink succeeded")
+	}
+}
+
+// RemoveDir opens first and looks later: a name that is no directory (any more) is removed
+// as what it is, a link as a link, and a mount point is refused.
+func TestRemoveDirOnWhatIsNotADirectory(t *testing.T) {
+	root := t.TempDir()
+	out, outFile := outside(t)
+	before := hashTree(t, out)
+	writeFile(t, filepath.Join(root, "tree", "a", "f"), "f")
+	writeFile(t, filepath.Join(root, "file"), "x")
+	os.Symlink(out, filepath.Join(root, "dirlink"))
+	os.Symlink(outFile, filepath.Join(root, "filelink"))
+	r := openRoot(t, root)
+	ctx := context.Background()
+	if st, err := r.RemoveDir(ctx, "tree", RemoveOptions{}); err != nil || st.Dirs != 2 || st.Files != 1 {
+		t.Fatalf("RemoveDir(tree) = %+v, %v", st, err)
+	}
+	for _, n := range []string{"file", "dirlink", "filelink"} {
+		if st, err := r.RemoveDir(ctx, n, RemoveOptions{}); err != nil || st.Files != 1 {
+			t.Fatalf("RemoveDir(%s) = %+v, %v", n, st, err)
+		}
+		mustNotExist(t, filepath.Join(root, n))
+	}
+	if _, err := r.RemoveDir(ctx, "gone", RemoveOptions{}); err == nil {
+		t.Fatal("RemoveDir of a missing name succeeded")
+	}
+	if hashTree(t, out) != before {
+		t.Fatal("outside changed")
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	mnt := filepath.Join(root, "mnt")
+	os.Mkdir(mnt, 0o755)
+	bindMount(t, out, mnt)
+	if _, err := r.RemoveDir(ctx, "mnt", RemoveOptions{}); !errors.Is(err, ErrMountPoint) {
+		t.Fatalf("RemoveDir(mount point) = %v, want ErrMountPoint", err)
+	}
+	if hashTree(t, out) != before || !isMounted(t, mnt) {
+		t.Fatal("mount crossed")
 	}
 }

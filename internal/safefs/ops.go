@@ -1,8 +1,10 @@
 package safefs
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,16 +24,16 @@ func (r *Root) Rename(oldName, newName string) error {
 	if oldRel == "" || newRel == "" {
 		return fmt.Errorf("rename %q to %q: refusing to move the root", oldName, newName)
 	}
-	ofd, obase, err := r.openParent(oldRel)
+	ofd, obase, err := r.parentOf(oldRel)
 	if err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
-	defer unix.Close(ofd)
-	nfd, nbase, err := r.openParent(newRel)
+	defer r.closeParent(ofd)
+	nfd, nbase, err := r.parentOf(newRel)
 	if err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
-	defer unix.Close(nfd)
+	defer r.closeParent(nfd)
 	if err := unix.Renameat2(ofd, obase, nfd, nbase, unix.RENAME_NOREPLACE); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", r.display(oldRel), r.display(newRel), err)
 	}
@@ -61,4 +63,24 @@ func (r *Root) Mkdir(name string, mode os.FileMode) error {
 		return fmt.Errorf("mkdir %s: %w", r.display(rel), err)
 	}
 	return nil
+}
+
+// parentOf is openParent, except that a single component's parent is the root fd itself
+// (no open: one component cannot leave the directory, and cleanName refused ".."). Reclaim
+// renames every entry into the trash, and two opens per rename were a tenth of its work.
+func (r *Root) parentOf(rel string) (fd int, base string, err error) {
+	if strings.IndexByte(rel, '/') >= 0 {
+		return r.openParent(rel)
+	}
+	if r.fd < 0 {
+		return -1, "", errors.New("root is closed")
+	}
+	return r.fd, rel, nil
+}
+
+// closeParent closes a parentOf fd unless it is the root's own.
+func (r *Root) closeParent(fd int) {
+	if fd != r.fd {
+		unix.Close(fd)
+	}
 }

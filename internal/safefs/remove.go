@@ -50,6 +50,17 @@ type RemoveOptions struct {
 // holds what was freed so far and the error wraps ctx.Err(). Per-entry failures do not stop
 // it; they are in Stats.Errors and summarised in the error.
 func (r *Root) Remove(ctx context.Context, name string, opts RemoveOptions) (Stats, error) {
+	return r.remove(ctx, name, opts, false)
+}
+
+// RemoveDir is Remove for a name the caller knows to be a directory (reclaim's trash
+// entries): it saves the first statx by opening the name as a directory at once. Should
+// it be anything else by now, it is removed as Remove would remove it.
+func (r *Root) RemoveDir(ctx context.Context, name string, opts RemoveOptions) (Stats, error) {
+	return r.remove(ctx, name, opts, true)
+}
+
+func (r *Root) remove(ctx context.Context, name string, opts RemoveOptions, expectDir bool) (Stats, error) {
 	rel, err := cleanName(name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("remove: %w", err)
@@ -69,18 +80,20 @@ func (r *Root) Remove(ctx context.Context, name string, opts RemoveOptions) (Sta
 	} else if r.fd < 0 {
 		return Stats{}, fmt.Errorf("remove %s: root is closed", r.display(rel))
 	}
-	return r.removeAt(ctx, pfd, rel, base, opts)
+	return r.removeAt(ctx, pfd, rel, base, opts, expectDir)
 }
 
 // removeAt is Remove of base in the open directory pfd, rel naming it beneath the root.
-func (r *Root) removeAt(ctx context.Context, pfd int, rel, base string, opts RemoveOptions) (Stats, error) {
+// expectDir skips the first statx: the name is opened as a directory at once, and only if
+// that fails because it is none is it examined as a file.
+func (r *Root) removeAt(ctx context.Context, pfd int, rel, base string, opts RemoveOptions, expectDir bool) (Stats, error) {
 	w := newWalker(ctx, r, true)
 	w.opts = opts
 	w.pfd = pfd
 	if err := ctx.Err(); err != nil {
 		return w.stats, fmt.Errorf("remove %s: %w", r.display(rel), err)
 	}
-	err := w.start(rel, base)
+	err := w.start(rel, base, expectDir)
 	if err == nil {
 		err = w.run()
 	}
@@ -99,19 +112,24 @@ func (r *Root) removeAt(ctx context.Context, pfd int, rel, base string, opts Rem
 
 // start handles the top name in w.pfd: a non-directory is dealt with at once, a directory
 // is opened and becomes frame 0.
-func (w *walker) start(rel, base string) error {
+func (w *walker) start(rel, base string, expectDir bool) error {
 	raw := append([]byte(base), 0)
-	if err := statxAt(w.pfd, &raw[0], statxFlags, &w.stx); err != nil {
-		return err
+	if !expectDir {
+		if err := statxAt(w.pfd, &raw[0], statxFlags, &w.stx); err != nil {
+			return err
+		}
+		if stxDev(&w.stx) != w.r.dev || isMountRoot(&w.stx) {
+			w.stats.Skipped++
+			return ErrMountPoint
+		}
+		if w.stx.Mode&unix.S_IFMT != unix.S_IFDIR {
+			w.statted(-1, w.pfd, &raw[0], raw)
+			return w.firstError()
+		}
 	}
-	if stxDev(&w.stx) != w.r.dev || isMountRoot(&w.stx) {
-		w.stats.Skipped++
-		return ErrMountPoint
-	}
-	if w.stx.Mode&unix.S_IFMT != unix.S_IFDIR {
-		w.statted(-1, w.pfd, &raw[0], raw)
-		return w.firstError()
-	}
+	// A directory: opened straight away (for an expected one, the open is the first
+	// look): O_DIRECTORY|O_NOFOLLOW and RESOLVE_NO_XDEV refuse anything else, and the
+	// fstatx below checks the device and mount-root attribute of what was opened.
 	if w.r.beforeOpen != nil {
 		w.r.beforeOpen(rel)
 	}
