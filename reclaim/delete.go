@@ -36,7 +36,7 @@ func (r *Reclaimer) removeEntry(ctx context.Context, root *safefs.Root, c *cache
 		}
 		return safefs.Stats{}, err
 	}
-	return root.Remove(ctx, t, opts)
+	return root.RemoveDir(ctx, t, opts) // listed as a directory: no statx before the open
 }
 
 // batchResult sums what a batch did in one cache.
@@ -44,6 +44,16 @@ type batchResult struct {
 	stats safefs.Stats
 	n     int
 	errs  []error
+}
+
+func (b *batchResult) add(st safefs.Stats, err error) {
+	b.stats.Files += st.Files
+	b.stats.Dirs += st.Dirs
+	b.stats.Bytes += st.Bytes
+	b.n++
+	if err != nil {
+		b.errs = append(b.errs, err)
+	}
 }
 
 // deleteEntries deletes entries (all of one cache, root open) and returns the action.
@@ -63,19 +73,19 @@ func (r *Reclaimer) deleteEntries(ctx context.Context, root *safefs.Root, c *cac
 			res.errs = append(res.errs, ctx.Err())
 			break
 		}
-		st, err := r.removeEntry(ctx, root, c, e.name, e.dir)
-		res.stats.Files += st.Files
-		res.stats.Dirs += st.Dirs
-		res.stats.Bytes += st.Bytes
-		res.n++
-		if err != nil {
-			res.errs = append(res.errs, err)
-		}
+		res.add(r.removeEntry(ctx, root, c, e.name, e.dir))
 	}
+	return r.deleted(c, &res, len(es))
+}
+
+// deleted makes the action of what a batch did in cache c (of total entries tried) and
+// reports it.
+func (r *Reclaimer) deleted(c *cache, res *batchResult, total int) api.Action {
+	a := api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete}
 	a.FreedBytes, a.FreedFiles = res.stats.Bytes, res.stats.Files+res.stats.Dirs
 	a.Status = api.ActionDone
 	if len(res.errs) > 0 {
-		a.Error = fmt.Sprintf("%d of %d entries failed, first: %v", len(res.errs), len(es), res.errs[0])
+		a.Error = fmt.Sprintf("%d of %d entries failed, first: %v", len(res.errs), total, res.errs[0])
 		if res.stats.Files+res.stats.Dirs == 0 {
 			a.Status = api.ActionFailed
 		}
@@ -93,14 +103,16 @@ func (r *Reclaimer) deleteEntries(ctx context.Context, root *safefs.Root, c *cac
 // emptyTrash deletes what a crash or a deadline left in a cache's trash.
 func (r *Reclaimer) emptyTrash(ctx context.Context, root *safefs.Root, c *cache, walks *int64) (api.Action, bool) {
 	*walks++
-	es, err := root.ReadDir("")
+	// Names only: statx on each of a big cache's entries just to find the trash cost as
+	// much as a tenth of deleting the cache.
+	names, err := root.ReadNames("")
 	if err != nil {
 		return api.Action{}, false
 	}
 	var todo []*entry
-	for _, e := range es {
-		if isTrash(e.Name) {
-			todo = append(todo, &entry{cache: c, name: e.Name, dir: e.IsDir()})
+	for _, n := range names {
+		if isTrash(n) {
+			todo = append(todo, &entry{cache: c, name: n})
 		}
 	}
 	if len(todo) == 0 {

@@ -159,7 +159,9 @@ func (r *Reclaimer) command(ctx context.Context, f *fsRun, c *cache, argv []stri
 	return a, true
 }
 
-// rungEntries is rung 3: cache entries, oldest first, never one younger than MinAge.
+// rungEntries is rung 3: cache entries, oldest first, never one younger than MinAge. A dry
+// run plans from estimates (each directory entry sized with a budgeted walk); a real run
+// deletes in one pass (deleteOldest).
 func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
 	cutoff := r.opts.Now().Add(-r.opts.MinAge)
 	var all []*entry
@@ -184,6 +186,10 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, op
 		}
 		return all[i].age.Before(all[j].age)
 	})
+	if f.simulate == "" {
+		r.deleteOldest(ctx, f, lr, all, open)
+		return
+	}
 	for i := 0; i < len(all) && !f.satisfied() && ctx.Err() == nil && f.err == nil; {
 		needB, needF := f.deficit()
 		var batch []*entry
