@@ -207,7 +207,12 @@ daemon_config launch 12h 15m 0
 "$SB" fill -dir "$FS/launch/site" -n 16381
 start_daemon launch --config "$WORK/launch.toml"
 LAUNCH_PID=$DPID
-"$SB" get -socket "$WORK/launch.sock" -path /v1/status >"$OUT/launch-status-before.json"
+# ready means sampled, not indexed: wait until the site's first scan counts every entry
+for _ in $(seq 300); do
+	"$SB" get -socket "$WORK/launch.sock" -path /v1/status >"$OUT/launch-status-before.json"
+	grep -q '"files":16381,' "$OUT/launch-status-before.json" && break
+	sleep 0.1
+done
 for r in $(seq "$ROUNDS"); do
 	load launch16k launch "$r" "$WORK/launch.sock" -method POST -path /v1/launch -body '{"site":"bench"}' -duration "$SECS"
 	load launch16k livez "$r" "$WORK/launch.sock" -path /livez -duration "$SECS"
