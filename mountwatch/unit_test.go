@@ -46,16 +46,6 @@ func TestParseMountinfo(t *testing.T) {
 	}
 }
 
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{
-		`a\040b`: "a b", `\011tab`: "\ttab", `back\134slash`: `back\slash`, `\04`: `\04`, `x\`: `x\`, `\0a0`: `\0a0`,
-	} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func FuzzParseMountinfo(f *testing.F) {
 	f.Add([]byte(sampleMountinfo))
 	f.Add([]byte("1 2 0:1 / /x rw - fuse a user_id=\n"))

@@ -112,22 +112,3 @@ func TestHangThenAbortFreesCaller(t *testing.T) {
 		t.Fatal("the abort did not free the caller")
 	}
 }
-
-func TestUnescape(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/end\04`: `/end\04`, `\134`: `\`} {
-		if got := unescape(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func FuzzUnescape(f *testing.F) {
-	for _, s := range []string{`/a\040b`, `\`, `\0`, `\999`, `/x\011y`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if out := unescape(s); len(out) > len(s) {
-			t.Fatalf("unescape grew %q to %q", s, out)
-		}
-	})
-}

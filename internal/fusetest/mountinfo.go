@@ -9,79 +9,30 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
 )
 
 // fusectlDir is where the kernel's FUSE control filesystem is normally mounted.
 const fusectlDir = "/sys/fs/fuse/connections"
 
-// mountEntry is the part of a /proc/self/mountinfo line this package needs.
-type mountEntry struct {
-	id         int
-	minor      uint32
-	mountPoint string
-	fsType     string
-}
-
-// readMountinfo parses /proc/self/mountinfo, which never blocks even with a hung mount.
-func readMountinfo() []mountEntry {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []mountEntry
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 10 {
-			continue
-		}
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(f) {
-			continue
-		}
-		id, _ := strconv.Atoi(f[0])
-		_, min, _ := strings.Cut(f[2], ":")
-		minor, _ := strconv.ParseUint(min, 10, 32)
-		out = append(out, mountEntry{id: id, minor: uint32(minor), mountPoint: unescape(f[4]), fsType: f[sep+1]})
-	}
-	return out
-}
-
-// unescape decodes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var sb strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				sb.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		sb.WriteByte(s[i])
-	}
-	return sb.String()
+// readMountinfo reads /proc/self/mountinfo, which never blocks even with a hung mount.
+func readMountinfo() []mountinfo.Entry {
+	es, _ := mountinfo.Read("/proc")
+	return es
 }
 
 func isFUSE(fsType string) bool { return fsType == "fuse" || strings.HasPrefix(fsType, "fuse.") }
 
 // mountsUnder are the mounts at or beneath dir, newest first.
-func mountsUnder(entries []mountEntry, dir string) []mountEntry {
-	var out []mountEntry
+func mountsUnder(entries []mountinfo.Entry, dir string) []mountinfo.Entry {
+	var out []mountinfo.Entry
 	for _, e := range entries {
-		if e.mountPoint == dir || strings.HasPrefix(e.mountPoint, dir+"/") {
+		if e.MountPoint == dir || strings.HasPrefix(e.MountPoint, dir+"/") {
 			out = append(out, e)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id > out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].MountID > out[j].MountID })
 	return out
 }
 
@@ -90,12 +41,12 @@ func mountsUnder(entries []mountEntry, dir string) []mountEntry {
 func (s *Server) detach() {
 	mine := mountsUnder(readMountinfo(), s.Dir)
 	for _, e := range mine {
-		if isFUSE(e.fsType) {
-			abortConn(e.minor)
+		if isFUSE(e.FSType) {
+			abortConn(e.Minor)
 		}
 	}
 	for _, e := range mine {
-		unix.Unmount(e.mountPoint, unix.MNT_DETACH)
+		unix.Unmount(e.MountPoint, unix.MNT_DETACH)
 	}
 }
 
@@ -104,8 +55,8 @@ func (s *Server) detach() {
 func (s *Server) Abort() error {
 	var errs []string
 	for _, e := range readMountinfo() {
-		if e.mountPoint == s.Dir && isFUSE(e.fsType) {
-			if err := abortConn(e.minor); err != nil {
+		if e.MountPoint == s.Dir && isFUSE(e.FSType) {
+			if err := abortConn(e.Minor); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
@@ -122,7 +73,7 @@ func abortConn(minor uint32) error {
 	dir := fusectlDir
 	mounted := false
 	for _, e := range readMountinfo() {
-		if e.mountPoint == fusectlDir && e.fsType == "fusectl" {
+		if e.MountPoint == fusectlDir && e.FSType == "fusectl" {
 			mounted = true
 		}
 	}

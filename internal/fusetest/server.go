@@ -1,6 +1,8 @@
 package fusetest
 
 import (
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
+
 	"context"
 	"fmt"
 	"os"
@@ -160,17 +162,11 @@ func (s *Server) Restart() error {
 
 // Mounted reports whether the topmost mount at Dir is FUSE, and its connection number.
 func (s *Server) Mounted() (conn uint32, ok bool) {
-	var top *mountEntry
-	for _, e := range readMountinfo() {
-		if e.mountPoint == s.Dir {
-			e := e
-			top = &e
-		}
-	}
-	if top == nil || !isFUSE(top.fsType) {
+	top, ok := mountinfo.Deepest(readMountinfo(), s.Dir, func(e mountinfo.Entry) bool { return e.MountPoint == s.Dir })
+	if !ok || !isFUSE(top.FSType) {
 		return 0, false
 	}
-	return top.minor, true
+	return top.Minor, true
 }
 
 // Cleanup ends everything the server left: it aborts every FUSE connection at or under

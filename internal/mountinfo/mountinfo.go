@@ -103,7 +103,7 @@ func ParseLine(line string) (Entry, bool) {
 	if sep+3 < len(f) {
 		for _, o := range strings.Split(f[sep+3], ",") {
 			k, v, _ := strings.Cut(o, "=")
-			e.SuperOpts[k] = v
+			e.SuperOpts[k] = Unescape(v)
 		}
 	}
 	return e, true
