@@ -1,8 +1,6 @@
 package fusetest
 
 import (
-	"github.com/sandboxd/sandboxd/internal/mountinfo"
-
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
 )
 
 // Options shape one server.
