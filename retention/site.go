@@ -49,6 +49,8 @@ type site struct {
 	pruned       map[string]int64 // reason -> files pruned (or would-be pruned in observe mode)
 	prunedTotal  int64
 	lastPrune    time.Time
+	pendingVal   int64     // last non-zero pending count, reused for pendingTTL
+	pendingAt    time.Time // when it was counted (monotonic)
 }
 
 // notScanned is the problem of a site before its first scan (not a condition).
@@ -94,9 +96,10 @@ func (s *site) setProblemLocked(p string) {
 
 // attach opens and vets the root (when not open) or re-checks it (when open): the path
 // must still name the directory we hold, owned by root or the site's owner, and not
-// writable by others without the sticky bit. A bad or missing root is the site's problem;
-// sandboxd never creates it (a launcher that did not create its dir has nothing to prune,
-// and creating it here would decide its owner and mode for the launcher).
+// writable by others without the sticky bit. A bad root is the site's problem. A missing
+// one is not: sandboxd never creates it (a launcher that did not create its dir has
+// nothing to prune, and creating it here would decide its owner and mode for the
+// launcher), and attaches it once it appears.
 func (s *site) attach() (opened bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,6 +116,12 @@ func (s *site) attach() (opened bool) {
 	}
 	r, err := safefs.OpenRoot(s.path)
 	if err != nil {
+		if missingRoot(s.path, err) {
+			// Not created yet (a fresh machine, or a launcher that has not run): nothing
+			// to prune and nothing wrong; it is attached as soon as it appears.
+			s.setProblemLocked("")
+			return false
+		}
 		s.setProblemLocked(rootProblem(s.path, err))
 		return false
 	}
@@ -134,6 +143,12 @@ func (s *site) attach() (opened bool) {
 	}
 	s.ready = false
 	return true
+}
+
+// missingRoot reports whether the root does not exist at all (not even as a dangling link).
+func missingRoot(path string, err error) bool {
+	var st unix.Stat_t
+	return errors.Is(err, unix.ENOENT) && errors.Is(unix.Lstat(path, &st), unix.ENOENT)
 }
 
 func rootProblem(path string, err error) string {
