@@ -143,6 +143,8 @@ type Reclaimer struct {
 	opts Options
 	lock chan struct{} // one reclaim at a time: holding the token is holding the lock
 
+	lowSeen map[string]bool // filesystems low at the last poll; owned by Run's goroutine
+
 	mu         sync.Mutex // guards the fields below
 	last       *api.ReclaimRun
 	lastResume *api.ReclaimRun

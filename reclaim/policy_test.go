@@ -200,3 +200,31 @@ func TestConcurrentReclaimGetsErrBusy(t *testing.T) {
 		t.Errorf("after release: %v", err)
 	}
 }
+
+// Polls of a filesystem that stays low inside the cooldown: the first is one refused
+// run (one event, one counted run); the rest only renew ReplaceRecommended, so the audit
+// trail is not flooded with the same refusal every poll.
+func TestPressurePollsInsideTheCooldownDoNotRepeat(t *testing.T) {
+	e := newEnv(t, 256*mib, 0)
+	e.layout()
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 40*mib)
+	o := e.options()
+	var events []api.Event
+	o.Events = func(ev api.Event) { events = append(events, ev) }
+	r := e.newReclaimer(o)
+	if run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerPressure}); err != nil || run.Verdict != api.VerdictReclaimed {
+		t.Fatalf("first pressure run: %v %+v", err, run.Verdict)
+	}
+	e.fillTo(filepath.Join(e.home, "bulk2.bin"), 40*mib) // the writer keeps going
+	e.replaced = nil
+	before := r.Counters().Runs[RunKey{TriggerPressure, api.VerdictReplace}]
+	for i := 0; i < 5; i++ {
+		r.tick(context.Background())
+	}
+	if got := r.Counters().Runs[RunKey{TriggerPressure, api.VerdictReplace}] - before; got != 1 {
+		t.Errorf("%d refused pressure runs counted over 5 polls inside the cooldown, want 1", got)
+	}
+	if len(e.replaced) < 5 {
+		t.Errorf("ReplaceRecommended renewed %d times over 5 polls, want every poll", len(e.replaced))
+	}
+}

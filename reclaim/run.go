@@ -33,17 +33,32 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 // pressure reclaim where one is below its threshold.
 func (r *Reclaimer) tick(ctx context.Context) {
 	var low []string
+	if r.lowSeen == nil {
+		r.lowSeen = map[string]bool{}
+	}
 	for _, p := range r.opts.Filesystems {
 		m, err := r.opts.Measure(ctx, p)
 		if err != nil {
 			continue
 		}
 		f := newFSRun(p, m, Request{}, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
-		if f.needed(0) {
-			low = append(low, p)
+		if !f.needed(0) {
+			r.lowSeen[p] = false
+			r.maintainReserve(m, p)
 			continue
 		}
-		r.maintainReserve(m, p)
+		// Still low within the cooldown (or past max_runs_per_hour): the first tick of
+		// the episode runs, so the refusal is one event and one counted run; later ticks
+		// only renew the ReplaceRecommended mark instead of logging the same refusal
+		// every poll and flooding the 1,000-event trail.
+		if why := r.blockedBy(TriggerPressure, p); why != "" && r.lowSeen[p] {
+			if r.opts.MarkReplace != nil {
+				r.opts.MarkReplace(p, why)
+			}
+			continue
+		}
+		r.lowSeen[p] = true
+		low = append(low, p)
 	}
 	if len(low) > 0 {
 		r.Notify(ctx, low...)
