@@ -24,26 +24,6 @@ func TestParseLocks(t *testing.T) {
 	}
 }
 
-func FuzzParseMountinfoLine(f *testing.F) {
-	f.Add(`36 35 98:0 /mnt1 /mnt/with\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue`)
-	f.Add(`1 2 0:3 / / rw - tmpfs tmpfs rw`)
-	f.Add(`x y z \ \\\`)
-	f.Fuzz(func(t *testing.T, line string) {
-		mp, ok := parseMountinfoLine(line)
-		if ok && !strings.HasPrefix(mp, "/") {
-			t.Errorf("mount point %q is not absolute", mp)
-		}
-	})
-}
-
-func TestUnescapeOctal(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/x\011y\134z`: "/x\ty\\z", `/end\04`: `/end\04`, `/plain`: "/plain"} {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestValidateCacheRoots(t *testing.T) {
 	errs := ValidateCacheRoots([]CacheConfig{
 		{Name: "a", Path: "/home"},

@@ -8,51 +8,19 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
 )
 
 // readMountPoints lists every mount point of <procRoot>/self/mountinfo (reading it never
 // blocks, even with a hung FUSE mount).
 func readMountPoints(procRoot string) []string {
-	b, err := os.ReadFile(filepath.Join(procRoot, "self/mountinfo"))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if mp, ok := parseMountinfoLine(line); ok {
-			out = append(out, mp)
-		}
+	es, _ := mountinfo.Read(procRoot)
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.MountPoint)
 	}
 	return out
-}
-
-// parseMountinfoLine returns field 5, the mount point, with its octal escapes decoded.
-func parseMountinfoLine(line string) (string, bool) {
-	f := strings.Fields(line)
-	if len(f) < 5 || !strings.HasPrefix(f[4], "/") {
-		return "", false
-	}
-	return unescapeOctal(f[4]), true
-}
-
-// unescapeOctal decodes the \040-style escapes the kernel writes for space, tab, newline
-// and backslash (procfs leaves them encoded).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // lockKey identifies a locked inode as /proc/locks does: major:minor:inode.
