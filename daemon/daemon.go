@@ -56,6 +56,8 @@ type Daemon struct {
 	metrics *metrics
 	health  *healthTracker
 
+	statusCache statusCache
+
 	cfgMu    sync.RWMutex // guards cfg, writersV and comps
 	cfg      *config.Config
 	writersV Writers
@@ -102,6 +104,7 @@ func New(opts Options) (*Daemon, error) {
 		baseCtx: context.Background(),
 	}
 	d.events = newEventLog(d.logger, d.now)
+	d.events.onRecord = d.statusCache.invalidate
 	d.health = newHealthTracker(d.now, d.events.Record)
 	w, err := resolveWriters(opts.Config)
 	if err != nil {

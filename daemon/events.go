@@ -17,6 +17,8 @@ const eventLogSize = 1000
 type eventLog struct {
 	logger *slog.Logger
 	now    func() time.Time
+	// onRecord, when set, is called after every append (it invalidates cached answers).
+	onRecord func()
 
 	mu     sync.Mutex // guards the fields below
 	ring   []api.Event
@@ -47,6 +49,9 @@ func (l *eventLog) Record(e api.Event) {
 	l.notify = make(chan struct{})
 	l.mu.Unlock()
 	close(ch)
+	if l.onRecord != nil {
+		l.onRecord()
+	}
 
 	attrs := []any{"seq", e.Seq, "kind", e.Kind, "subject", e.Subject}
 	for k, v := range e.Fields {

@@ -79,8 +79,7 @@ func nonNil[T any](s []T) []T {
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, d.Status())
-	return nil
+	return d.writeStatus(w)
 }
 
 // handleEvents answers the audit trail after since=N. With wait=DURATION (at most 60 s)

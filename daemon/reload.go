@@ -41,6 +41,7 @@ func (r *reloadStats) get() (bool, time.Time) {
 func (d *Daemon) Reload() error {
 	d.notify.Reloading()
 	defer d.notify.Ready()
+	defer d.statusCache.invalidate()
 	path := d.opts.ConfigPath
 	var next *config.Config
 	var err error

@@ -63,6 +63,9 @@ func (d *Daemon) Handler() http.Handler {
 					return
 				}
 			}
+			if rt.mutating {
+				defer d.statusCache.invalidate() // what the call changed shows at once
+			}
 			if err := rt.handler(w, r); err != nil {
 				writeProblem(w, asProblem(err))
 			}
