@@ -133,6 +133,12 @@ func (w *Watcher) Counters() Counters {
 // point is refreshed, then every mount is probed now (in parallel, as its owner), so the
 // status right after a resume is current. It answers the refresh actions.
 func (w *Watcher) Resume(ctx context.Context) []api.Action {
+	w.mu.Lock()
+	none := len(w.mounts) == 0
+	w.mu.Unlock()
+	if none {
+		return nil // nothing to probe: a healthy resume must cost about a statfs
+	}
 	entries, _ := readMountinfo(w.opts.ProcRoot)
 	w.mu.Lock()
 	w.discover(entries)
