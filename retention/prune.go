@@ -312,16 +312,30 @@ func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *
 	}
 }
 
+// pendingTTL is how long a non-zero pending count is reused. Counting walks every expired
+// job (a millisecond for a backlog of 100,000 entries), and during a drain every launch
+// call and status read asked for it; the figure changes every batch anyway. Zero is never
+// reused, so a finished backlog shows at once.
+const pendingTTL = 50 * time.Millisecond
+
 // pendingLocked counts the expired entries still in the heap, in O(expired).
 func (s *site) pendingLocked(now int64) int64 {
-	if s.cfg.MaxAge <= 0 {
+	if s.cfg.MaxAge <= 0 || len(s.idx.heap) == 0 {
 		return 0
 	}
+	cutoff := now - int64(s.cfg.MaxAge)
+	if s.idx.heap[0].newest >= cutoff {
+		return 0 // nothing expired: the top says so
+	}
+	if s.pendingVal > 0 && time.Since(s.pendingAt) < pendingTTL {
+		return s.pendingVal
+	}
 	var n int64
-	s.idx.expired(now-int64(s.cfg.MaxAge), func(j *job) bool {
+	s.idx.expired(cutoff, func(j *job) bool {
 		n += int64(len(j.entries))
 		return true
 	})
+	s.pendingVal, s.pendingAt = n, time.Now()
 	return n
 }
 

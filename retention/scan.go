@@ -73,8 +73,9 @@ func (s *site) rescan() error {
 }
 
 // pending collects inotify events between two passes of the site loop, coalesced by name:
-// the reader only takes a small lock and never waits for the index, so the unbuffered
-// fsnotify channels are drained as fast as they fill.
+// the reader only takes a small lock (once per read, for the batched reader) and never
+// waits for the index, so the kernel queue (or fsnotify's unbuffered channels, in the
+// fallback) is drained as fast as it fills. Ops use fsnotify's Op bits either way.
 type pending struct {
 	mu       sync.Mutex
 	ops      map[string]fsnotify.Op
