@@ -1,35 +1,17 @@
 package systemd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
-
-// syncBuffer is a log sink the watchdog goroutine and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // waitFor polls cond with a generous deadline: the machine may be loaded.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -54,7 +36,7 @@ func TestWatchdogPingsOnlyWhileFresh(t *testing.T) {
 
 	var fresh atomic.Bool
 	fresh.Store(true)
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	w := &Watchdog{
 		Notifier: &Notifier{},
 		Interval: interval,

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -126,25 +125,7 @@ func TestUnreachableDaemonExits69WithOwnMeasurement(t *testing.T) {
 }
 
 // serveDaemon runs `sandboxd serve` with config text and waits for its socket.
-// syncBuffer is a bytes.Buffer safe to read while the child process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *syncBuffer) {
+func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *testenv.SyncBuffer) {
 	t.Helper()
 	sock := filepath.Join(dir, "s.sock")
 	full := cfg + fmt.Sprintf("\n[server]\nsocket = %q\nstate_dir = %q\n[health]\nsample_interval = \"100ms\"\n[reclaim]\nauto_caches = []\n",
@@ -152,7 +133,7 @@ func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *syncBuffer)
 	path := filepath.Join(dir, "sandboxd.toml")
 	os.WriteFile(path, []byte(full), 0o644)
 	cmd := exec.Command(binary, "serve", "--config", path)
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
