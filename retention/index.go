@@ -30,6 +30,10 @@ type job struct {
 	newest  int64 // max mtime of entries
 	bytes   int64
 	heapIdx int32 // position in the site's expiry heap; -1 when not in it
+	// firstIno, the lowest inode of its entries, orders jobs of equal age: creation
+	// order, which is the order oldest-first gives when ages differ, and the order in
+	// which unlinks touch the filesystem's inode and directory structures least randomly.
+	firstIno uint64
 
 	live   uint8
 	busy   bool // claimed by a pruner: not in the heap, not to be claimed twice
@@ -62,8 +66,11 @@ func (j *job) find(name string) int {
 }
 
 func (j *job) recompute() {
-	j.newest, j.bytes = 0, 0
+	j.newest, j.bytes, j.firstIno = 0, 0, 0
 	for i := range j.entries {
+		if ino := j.entries[i].ino; j.firstIno == 0 || ino < j.firstIno {
+			j.firstIno = ino
+		}
 		if j.entries[i].mtime > j.newest {
 			j.newest = j.entries[i].mtime
 		}
@@ -76,8 +83,13 @@ func (j *job) recompute() {
 // expired answers by looking at the top only.
 type expiryHeap []*job
 
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, k int) bool { return h[i].newest < h[k].newest }
+func (h expiryHeap) Len() int { return len(h) }
+func (h expiryHeap) Less(i, k int) bool {
+	if h[i].newest != h[k].newest {
+		return h[i].newest < h[k].newest
+	}
+	return h[i].firstIno < h[k].firstIno
+}
 func (h expiryHeap) Swap(i, k int) {
 	h[i], h[k] = h[k], h[i]
 	h[i].heapIdx = int32(i)
