@@ -82,6 +82,8 @@ func (f *fsRun) remeasure(ctx context.Context, estBytes, estFiles int64) {
 	if f.simulate != "" {
 		f.cur.AvailBytes += uint64(max(estBytes, 0))
 		f.cur.FreeBytes += uint64(max(estBytes, 0))
+		f.cur.UsedRatio = 0 // so usedRatio recomputes it from the simulated figures
+		f.cur.UsedRatio = usedRatio(f.cur)
 		if f.cur.Files > 0 {
 			f.cur.FilesFree = min(f.cur.Files, f.cur.FilesFree+uint64(max(estFiles, 0)))
 		}

@@ -222,3 +222,52 @@ func TestObserveDeletesNothing(t *testing.T) {
 	}
 	t.Logf("detail: %s", run.Detail)
 }
+
+// A dry-run plan answers within its budget: with a budget too small to size anything,
+// the plan comes back, changes nothing, and says it was cut; with the default budget the
+// same plan covers the deficit and carries no such warning.
+func TestDryRunPlanKeepsItsBudget(t *testing.T) {
+	e := newEnv(t, 256*mib, 0)
+	e.layout()
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 40*mib)
+	before := hashTree(t, e.root)
+	o := e.options()
+	o.PlanBudget = time.Nanosecond
+	run, err := e.newReclaimer(o).Reclaim(context.Background(), Request{Trigger: TriggerManual, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, before, hashTree(t, e.root))
+	if len(run.Warnings) == 0 || !strings.Contains(strings.Join(run.Warnings, " "), "planning budget") {
+		t.Fatalf("a plan cut by its budget does not say so: %+v", run.Warnings)
+	}
+	o.PlanBudget = 0 // the default
+	run, err = e.newReclaimer(o).Reclaim(context.Background(), Request{Trigger: TriggerManual, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(run.Warnings, " "), "planning budget") {
+		t.Errorf("a small plan was cut by the default budget: %+v", run.Warnings)
+	}
+	var est int64
+	for _, a := range run.Actions {
+		if a.Status == api.ActionPlanned {
+			est += a.FreedBytes
+		}
+	}
+	if est < 40*mib {
+		t.Errorf("the plan would free %d bytes, want the ~40 MiB deficit", est)
+	}
+	sameTree(t, before, hashTree(t, e.root))
+}
+
+// A simulated step (dry run, observe) moves the percent used with the free bytes, so the
+// fingerprint never pairs "after" free space with the "before" percentage.
+func TestSimulatedStepKeepsPercentConsistent(t *testing.T) {
+	f := &fsRun{simulate: api.ActionPlanned,
+		cur: api.Filesystem{SizeBytes: 100, FreeBytes: 20, AvailBytes: 20, UsedRatio: 0.8}}
+	f.remeasure(context.Background(), 30, 0)
+	if f.cur.AvailBytes != 50 || f.cur.UsedRatio != 0.5 {
+		t.Fatalf("after a simulated 30-byte step: avail %d, used_ratio %v; want 50 and 0.5", f.cur.AvailBytes, f.cur.UsedRatio)
+	}
+}

@@ -83,6 +83,9 @@ type Options struct {
 	SizeBudget int64
 	// UsageBudget bounds the largest-directories walk of a replace verdict (default 2s).
 	UsageBudget time.Duration
+	// PlanBudget bounds the sizing of a dry-run plan (default 1.5s), so a plan answers
+	// within 2 s whatever the size of the caches.
+	PlanBudget time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -124,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SizeBudget <= 0 {
 		o.SizeBudget = 200_000
+	}
+	if o.PlanBudget <= 0 {
+		o.PlanBudget = 1500 * time.Millisecond
 	}
 	if o.UsageBudget <= 0 {
 		o.UsageBudget = 2 * time.Second

@@ -114,7 +114,19 @@ func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
 	}
 	var walks int64
 	if len(work) > 0 {
-		walks = r.climb(ctx, req, work)
+		// A dry-run plan answers within PlanBudget: the estimate is what sizing found by
+		// then, and the answer says so (a plan is never worth a long walk on a hot path).
+		climbCtx := ctx
+		if req.DryRun {
+			var cancel context.CancelFunc
+			climbCtx, cancel = context.WithTimeout(ctx, r.opts.PlanBudget)
+			defer cancel()
+		}
+		walks = r.climb(climbCtx, req, work)
+		if req.DryRun && climbCtx.Err() != nil && ctx.Err() == nil {
+			run.Warnings = append(run.Warnings, fmt.Sprintf(
+				"plan cut at reclaim's %s planning budget: the rungs after the last planned action were not sized", r.opts.PlanBudget))
+		}
 	}
 	r.finish(ctx, &run, all, work)
 	r.count(&run, walks)
