@@ -8,7 +8,8 @@
 # Needs root (it mounts a tmpfs) and bin/sandboxd (`make build`). Raw results go to
 # $BENCH_OUT (default bench-results/<UTC time>/); the summary table is printed at the end.
 # Knobs: BENCH_ROUNDS (5), BENCH_SECONDS (1.5s per run), BENCH_IDLE (60s),
-# BENCH_CHURN (20s), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_RECLAIM_DIRS
+# BENCH_CHURN (20s), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
+# the FUSE mount benchmarks, ~6 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
 # (5000: reclaim's deletion benchmark on 50,000 files instead of its default 200,000,
 # which alone takes ~6 min on ext4 here; set 20000 for the full size).
 set -euo pipefail
@@ -294,10 +295,19 @@ if [ "$RUN_GO" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------------
+if [ "${BENCH_MOUNTS:-1}" = 1 ]; then
+	log "6. FUSE mounts (issue 5): denial window, refresh, /livez and recovery while hung, CPU of probes (docs/benchmarks-mounts.md)"
+	SANDBOXD_BENCH_CPU_SECONDS=${BENCH_MOUNT_CPU:-30} "$GO" test -run '^$' -bench 'Mount' -benchtime=1x -timeout 30m \
+		./daemon 2>&1 | tee "$OUT/mount-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
 log "summary (medians over rounds; raw results in $OUT)"
 echo "machine: $(nproc) cores, kernel $(uname -r), load at start: $(grep 'uptime at start' "$OUT/machine.txt" | sed 's/.*load average: //')"
 "$SB" report -in "$RESULTS" -json "$OUT/summary.json" | tee "$OUT/summary.txt"
-if [ -f "$OUT/go-bench.txt" ]; then
-	echo
-	grep -E '^(Benchmark|ok|FAIL|---)' "$OUT/go-bench.txt" || true
-fi
+for f in "$OUT/go-bench.txt" "$OUT/mount-bench.txt"; do
+	if [ -f "$f" ]; then
+		echo
+		grep -E '^(Benchmark|ok|FAIL|---)' "$f" || true
+	fi
+done
