@@ -57,21 +57,40 @@ func (r *Root) ReadDir(dir string) ([]Entry, error) {
 		return nil, fmt.Errorf("read dir %s: open: %w", r.display(rel), err)
 	}
 	defer unix.Close(fd)
+	var out []Entry
+	var stx unix.Statx_t
+	err = eachName(fd, func(name []byte) error {
+		if err := statxAt(fd, &name[0], statxFlags, &stx); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil // gone between listing and stat
+			}
+			return fmt.Errorf("statx %q: %w", name[:len(name)-1], err)
+		}
+		out = append(out, entryFrom(string(name[:len(name)-1]), &stx))
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("read dir %s: %w", r.display(rel), err)
+	}
+	return out, nil
+}
+
+// eachName calls f with every name of the open directory fd (NUL-terminated, "." and
+// ".." left out by direntIter), reading getdents in batches through a pooled buffer.
+func eachName(fd int, f func(name []byte) error) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var out []Entry
-	var stx unix.Statx_t
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return out, fmt.Errorf("read dir %s: getdents: %w", r.display(rel), err)
+			return fmt.Errorf("getdents: %w", err)
 		}
 		if n <= 0 {
-			return out, nil
+			return nil
 		}
 		it := direntIter{buf: buf[:n]}
 		for {
@@ -79,13 +98,9 @@ func (r *Root) ReadDir(dir string) ([]Entry, error) {
 			if !ok {
 				break
 			}
-			if err := statxAt(fd, &name[0], statxFlags, &stx); err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue
-				}
-				return out, fmt.Errorf("read dir %s: statx %q: %w", r.display(rel), name[:len(name)-1], err)
+			if err := f(name); err != nil {
+				return err
 			}
-			out = append(out, entryFrom(string(name[:len(name)-1]), &stx))
 		}
 	}
 }
@@ -128,28 +143,13 @@ func (r *Root) ReadNames(dir string) ([]string, error) {
 		return nil, fmt.Errorf("read names %s: open: %w", r.display(rel), err)
 	}
 	defer unix.Close(fd)
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
 	var out []string
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return out, fmt.Errorf("read names %s: getdents: %w", r.display(rel), err)
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		it := direntIter{buf: buf[:n]}
-		for {
-			_, name, ok := it.next()
-			if !ok {
-				break
-			}
-			out = append(out, string(name[:len(name)-1]))
-		}
+	err = eachName(fd, func(name []byte) error {
+		out = append(out, string(name[:len(name)-1]))
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("read names %s: %w", r.display(rel), err)
 	}
+	return out, nil
 }
