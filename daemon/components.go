@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,38 +60,17 @@ func siteConfigs(cfg *config.Config) ([]retention.SiteConfig, error) {
 	out := make([]retention.SiteConfig, 0, len(cfg.Sites))
 	for i, s := range cfg.Sites {
 		var owners []uint32
-		if s.Owner != "" {
-			uid, err := ownerUID(s.Owner)
-			if err != nil {
-				return nil, fmt.Errorf("site[%d].owner: %w", i, err)
-			}
+		uid, set, err := s.OwnerUID()
+		if err != nil {
+			return nil, fmt.Errorf("site[%d].owner: %w", i, err)
+		}
+		if set {
 			owners = append(owners, uid)
 		}
 		out = append(out, retention.SiteConfig{Name: s.Name, Path: s.Path, OwnerUIDs: owners,
 			MaxAge: s.MaxAge, MinAge: s.MinAge, MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes)})
 	}
 	return out, nil
-}
-
-// ownerUID resolves a site owner, "uid:N" or "user:NAME".
-func ownerUID(owner string) (uint32, error) {
-	kind, val, _ := strings.Cut(owner, ":")
-	switch kind {
-	case "uid":
-		n, err := strconv.ParseUint(val, 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("%q: bad uid", owner)
-		}
-		return uint32(n), nil
-	case "user":
-		u, err := user.Lookup(val)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %w", owner, err)
-		}
-		n, _ := strconv.ParseUint(u.Uid, 10, 32)
-		return uint32(n), nil
-	}
-	return 0, fmt.Errorf("%q: want \"user:NAME\" or \"uid:N\"", owner)
 }
 
 func mountConfigs(cfg *config.Config) []mountwatch.MountConfig {
