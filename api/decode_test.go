@@ -142,3 +142,11 @@ func FuzzDecodeRequest(f *testing.F) {
 		DecodeRequest(bytes.NewReader(body), &rs)
 	})
 }
+
+func TestFormatCount(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0", 999: "999", 1000: "1,000", 720896: "720,896", 16777216: "16,777,216"} {
+		if got := FormatCount(n); got != want {
+			t.Errorf("FormatCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -73,6 +73,15 @@ func FormatSize(b uint64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }
 
+// FormatCount renders a count for a person with thousands separators: "720,896".
+func FormatCount(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // String renders the size for a person.
 func (s Size) String() string {
 	if s < 0 {

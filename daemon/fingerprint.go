@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -17,21 +16,12 @@ func fsFingerprint(fs api.Filesystem) string {
 	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", name, api.FormatSize(fs.AvailBytes),
 		api.FormatSize(fs.SizeBytes), fs.UsedRatio*100)
 	if fs.Files > 0 {
-		s += fmt.Sprintf(" and %s of %s inodes free", commas(fs.FilesFree), commas(fs.Files))
+		s += fmt.Sprintf(" and %s of %s inodes free", api.FormatCount(fs.FilesFree), api.FormatCount(fs.Files))
 	} else {
 		s += " and no inode limit"
 	}
 	if fs.Stale {
 		s += " (figures are stale: statfs is not answering)"
-	}
-	return s
-}
-
-// commas renders 720896 as "720,896".
-func commas(n uint64) string {
-	s := strconv.FormatUint(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
 	}
 	return s
 }

@@ -102,7 +102,7 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 			verb = "would prune (observe mode)"
 		}
 		notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %d files (%s) in this call",
-			siteName, commas(uint64(max(site.Files, 0))), verb, pr.Files, api.FormatSize(uint64(max(pr.Bytes, 0)))))
+			siteName, api.FormatCount(uint64(max(site.Files, 0))), verb, pr.Files, api.FormatSize(uint64(max(pr.Bytes, 0)))))
 		if pr.Pending > 0 {
 			notes = append(notes, fmt.Sprintf("%d expired files left to the background drain", pr.Pending))
 		}
@@ -178,7 +178,7 @@ func replaceNote(fs api.Filesystem) string {
 	if fs.AvailBytes < fs.ReplaceThresholdBytes {
 		return fmt.Sprintf("below filesystem.replace_below %s: replace this sandbox", api.FormatSize(fs.ReplaceThresholdBytes))
 	}
-	return fmt.Sprintf("below filesystem.replace_below_inodes %s inodes: replace this sandbox", commas(fs.ReplaceThresholdFiles))
+	return fmt.Sprintf("below filesystem.replace_below_inodes %s inodes: replace this sandbox", api.FormatCount(fs.ReplaceThresholdFiles))
 }
 
 // spaceProblem is the refusal for a call whose needs do not fit: replace_sandbox when

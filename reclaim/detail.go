@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -23,7 +22,7 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 	case run.Verdict == api.VerdictHealthy:
 		s := "above filesystem.reclaim_below (" + api.FormatSize(m.ReclaimThresholdBytes) + ")"
 		if m.Files > 0 {
-			s += " and filesystem.reclaim_below_inodes (" + group(m.ReclaimThresholdFiles) + " inodes)"
+			s += " and filesystem.reclaim_below_inodes (" + api.FormatCount(m.ReclaimThresholdFiles) + " inodes)"
 		}
 		parts = append(parts, s+": nothing to reclaim")
 	case f.blocked != "":
@@ -34,7 +33,7 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 			why = append(why, "filesystem.replace_below ("+api.FormatSize(m.ReplaceThresholdBytes)+")")
 		}
 		if m.Files > 0 && m.FilesFree < m.ReplaceThresholdFiles {
-			why = append(why, "filesystem.replace_below_inodes ("+group(m.ReplaceThresholdFiles)+" inodes)")
+			why = append(why, "filesystem.replace_below_inodes ("+api.FormatCount(m.ReplaceThresholdFiles)+" inodes)")
 		}
 		parts = append(parts, "still below "+strings.Join(why, " and ")+" after reclaim: the data left is not regenerable, replace the sandbox")
 	case f.satisfied():
@@ -53,7 +52,7 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 func describeFS(m api.Filesystem) string {
 	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", m.Path, api.FormatSize(m.AvailBytes), api.FormatSize(m.SizeBytes), 100*usedRatio(m))
 	if m.Files > 0 {
-		s += fmt.Sprintf(" and %s of %s inodes free", group(m.FilesFree), group(m.Files))
+		s += fmt.Sprintf(" and %s of %s inodes free", api.FormatCount(m.FilesFree), api.FormatCount(m.Files))
 	} else {
 		s += " (no inode limit)"
 	}
@@ -118,23 +117,14 @@ func describeFreed(run *api.ReclaimRun) string {
 			names = append(names, fmt.Sprintf("%d more", len(list)-5))
 			break
 		}
-		names = append(names, fmt.Sprintf("%s %s/%s files", s.name, api.FormatSize(uint64(s.bytes)), group(uint64(s.files))))
+		names = append(names, fmt.Sprintf("%s %s/%s files", s.name, api.FormatSize(uint64(s.bytes)), api.FormatCount(uint64(s.files))))
 	}
 	if len(list) == 0 {
 		return "nothing reclaimable was found (no cache or expired site entry on it)"
 	}
-	s := fmt.Sprintf("%s %s and %s inodes (%s)", verb, api.FormatSize(uint64(run.FreedBytes)), group(uint64(run.FreedFiles)), strings.Join(names, ", "))
+	s := fmt.Sprintf("%s %s and %s inodes (%s)", verb, api.FormatSize(uint64(run.FreedBytes)), api.FormatCount(uint64(run.FreedFiles)), strings.Join(names, ", "))
 	if len(failed) > 0 {
 		s += "; failed: " + strings.Join(failed, ", ")
-	}
-	return s
-}
-
-// group writes n with thousands separators: 720,896.
-func group(n uint64) string {
-	s := strconv.FormatUint(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
 	}
 	return s
 }

@@ -69,7 +69,7 @@ func printStatus(w io.Writer, st *api.Status) {
 			api.FormatSize(f.AvailBytes), api.FormatSize(f.SizeBytes))
 		inodes := "no inode limit"
 		if f.Files > 0 {
-			inodes = fmt.Sprintf("%s of %s inodes free", commas(f.FilesFree), commas(f.Files))
+			inodes = fmt.Sprintf("%s of %s inodes free", api.FormatCount(f.FilesFree), api.FormatCount(f.Files))
 		}
 		growth := "not filling"
 		if f.GrowthBytesPerSecond > 0 {
@@ -90,7 +90,7 @@ func printStatus(w io.Writer, st *api.Status) {
 		fmt.Fprintln(w, "\nSITES")
 		for _, s := range st.Sites {
 			fmt.Fprintf(w, "  %-12s %s  %s files, %s, %d jobs (%d running), oldest %s, %d pending prune, %d pruned\n",
-				s.Name, s.Path, commas(uint64(max(s.Files, 0))), api.FormatSize(uint64(max(s.Bytes, 0))), s.Jobs, s.RunningJobs,
+				s.Name, s.Path, api.FormatCount(uint64(max(s.Files, 0))), api.FormatSize(uint64(max(s.Bytes, 0))), s.Jobs, s.RunningJobs,
 				humanDuration(s.OldestAgeSeconds), s.PendingPrune, s.PrunedTotal)
 			if s.Problem != nil {
 				fmt.Fprintf(w, "  %-12s PROBLEM: %s\n", "", *s.Problem)
@@ -129,12 +129,4 @@ func printStatus(w io.Writer, st *api.Status) {
 		fmt.Fprintf(w, "\nLAST RECLAIM  %s (%s) at %s: freed %s, %d files\n", st.Reclaim.Verdict, st.Reclaim.Trigger,
 			st.Reclaim.FinishedAt.Format(time.RFC3339), api.FormatSize(uint64(max(st.Reclaim.FreedBytes, 0))), st.Reclaim.FreedFiles)
 	}
-}
-
-func commas(n uint64) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
