@@ -69,8 +69,9 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 		needInodes = *req.NeedInodes
 	}
 
-	// Unknown names first: not_found outranks every other refusal.
-	_, unknownMounts, _, _ := c.mounts.Check(req.Mounts)
+	// One mount check serves the whole call (it reads the watcher's last verdicts, never
+	// the mounts). Unknown names first: not_found outranks every other refusal.
+	mounts, unknownMounts, mdetail, mok := c.mounts.Check(req.Mounts)
 	if len(unknownMounts) > 0 {
 		return nil, api.NewProblem(api.CodeNotFound, "unknown mount(s) %s: configured mounts are named in [[mount]]",
 			strings.Join(unknownMounts, ", "))
@@ -145,7 +146,6 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 	if short(fs, needBytes, needInodes) {
 		fails = append(fails, spaceProblem(fs, needBytes, needInodes, notes))
 	}
-	mounts, _, mdetail, mok := c.mounts.Check(req.Mounts)
 	resp.Mounts = nonNil(mounts)
 	if !mok {
 		fails = append(fails, api.NewProblem(api.CodeMountUnavailable, "%s", mdetail))
