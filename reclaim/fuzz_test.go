@@ -5,25 +5,6 @@ import (
 	"testing"
 )
 
-func FuzzParseLocks(f *testing.F) {
-	f.Add("1: POSIX  ADVISORY  WRITE 1234 08:01:131 0 EOF\n2: FLOCK  ADVISORY  WRITE 99 00:1f:7 0 EOF\n")
-	f.Add("3: OFDLCK ADVISORY  READ  -1 fd:00:42 0 EOF\n3: -> OFDLCK ADVISORY  READ  -1 fd:00:42 0 EOF\n")
-	f.Add("garbage\n\n4: POSIX x y z zz:zz:zz")
-	f.Fuzz(func(t *testing.T, s string) {
-		m := parseLocks([]byte(s))
-		for k := range m {
-			_ = k.ino
-		}
-	})
-}
-
-func TestParseLocks(t *testing.T) {
-	m := parseLocks([]byte("1: POSIX  ADVISORY  WRITE 1234 08:01:131 0 EOF\n2: -> FLOCK  ADVISORY  WRITE 99 fd:1f:7 0 EOF\n"))
-	if !m[lockKey{8, 1, 131}] || !m[lockKey{0xfd, 0x1f, 7}] || len(m) != 2 {
-		t.Errorf("parsed %v", m)
-	}
-}
-
 func TestValidateCacheRoots(t *testing.T) {
 	errs := ValidateCacheRoots([]CacheConfig{
 		{Name: "a", Path: "/home"},

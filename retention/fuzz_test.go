@@ -4,37 +4,6 @@ import (
 	"testing"
 )
 
-func FuzzParseLocks(f *testing.F) {
-	f.Add([]byte("1: POSIX  ADVISORY  WRITE 1234 08:01:123456 0 EOF\n" +
-		"2: FLOCK  ADVISORY  WRITE 1235 00:2e:5678 0 EOF\n" +
-		"3: OFDLCK ADVISORY  READ  -1 103:02:9999 0 EOF\n" +
-		"3: -> FLOCK  ADVISORY  WRITE 1236 00:2e:77 0 EOF\n" +
-		"4: LEASE  ACTIVE    READ 1 00:2e:1 0 EOF\n"))
-	f.Add([]byte("garbage\n\n:::\n1: POSIX x y z zz:yy:xx 0 EOF"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		out := map[devIno]struct{}{}
-		parseLocks(data, out)
-	})
-}
-
-func TestParseLocks(t *testing.T) {
-	out := map[devIno]struct{}{}
-	parseLocks([]byte("1: POSIX  ADVISORY  WRITE 1234 08:01:123456 0 EOF\n"+
-		"2: FLOCK  ADVISORY  WRITE 1235 00:2e:5678 0 EOF\n"+
-		"3: OFDLCK ADVISORY  READ  -1 103:1f:9999 0 EOF\n"+
-		"3: -> FLOCK  ADVISORY  WRITE 1236 00:2e:77 0 EOF\n"+
-		"4: LEASE  ACTIVE    READ 1 00:2e:1 0 EOF\n"), out)
-	want := []devIno{{8, 1, 123456}, {0, 0x2e, 5678}, {0x103, 0x1f, 9999}}
-	if len(out) != len(want) {
-		t.Fatalf("got %v, want %v", out, want)
-	}
-	for _, w := range want {
-		if _, ok := out[w]; !ok {
-			t.Errorf("missing %v in %v", w, out)
-		}
-	}
-}
-
 func FuzzParseStat(f *testing.F) {
 	f.Add([]byte("1234 (sleep) S 1 1234 1234 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 987654 1000 100"))
 	f.Add([]byte("42 (a) b) (c d) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 555 1 2"))

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/proclocks"
 )
 
 // liveCheck carries one job through a liveness decision: inputs copied under the site
@@ -59,7 +61,7 @@ func (s *site) refreshLiveness(jobs []*job) {
 		locked := false
 		if len(locks) > 0 {
 			for i := range j.entries {
-				if _, ok := locks[devIno{maj, min, j.entries[i].ino}]; ok {
+				if _, ok := locks[proclocks.Inode{Major: maj, Minor: min, Ino: j.entries[i].ino}]; ok {
 					locked = true
 					break
 				}

@@ -3,55 +3,15 @@ package retention
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/proclocks"
 )
-
-// devIno names an inode the way /proc/locks does.
-type devIno struct {
-	major, minor uint32
-	ino          uint64
-}
-
-// parseLocks reads the held locks of /proc/locks (FLOCK, POSIX and OFDLCK; not LEASE or
-// DELEG) into the set of locked inodes. A line "N: -> ..." is a waiter, not a holder, and
-// is skipped. The device field is "%02x:%02x" (hex major:minor), the inode decimal: see
-// fs/locks.c lock_get_status. Malformed lines are skipped, never fatal.
-func parseLocks(data []byte, out map[devIno]struct{}) {
-	for len(data) > 0 {
-		var line []byte
-		line, data, _ = bytes.Cut(data, []byte{'\n'})
-		f := strings.Fields(string(line))
-		if len(f) < 6 || !strings.HasSuffix(f[0], ":") || f[1] == "->" {
-			continue
-		}
-		switch f[1] {
-		case "FLOCK", "POSIX", "OFDLCK":
-		default:
-			continue
-		}
-		// id: TYPE ADVISORY|MANDATORY READ|WRITE PID MAJ:MIN:INO START END
-		if len(f) < 7 {
-			continue
-		}
-		parts := strings.Split(f[5], ":")
-		if len(parts) != 3 {
-			continue
-		}
-		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
-		min, err2 := strconv.ParseUint(parts[1], 16, 32)
-		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		out[devIno{uint32(maj), uint32(min), ino}] = struct{}{}
-	}
-}
 
 // procStat is what sandboxd needs of /proc/PID/stat.
 type procStat struct {
@@ -96,20 +56,8 @@ func newProc(root string, timeout time.Duration) *proc {
 	return &proc{root: root, timeout: timeout, inflight: map[int]chan cmdlineResult{}}
 }
 
-// locks reads /proc/locks. A missing file (a kernel without it) is "no locks": no data,
-// not an error; an unreadable one is an error, and the caller cannot know.
-func (p *proc) locks() (map[devIno]struct{}, error) {
-	data, err := os.ReadFile(filepath.Join(p.root, "locks"))
-	out := map[devIno]struct{}{}
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return out, err
-	}
-	parseLocks(data, out)
-	return out, nil
-}
+// locks reads /proc/locks (see package proclocks).
+func (p *proc) locks() (map[proclocks.Inode]struct{}, error) { return proclocks.Read(p.root) }
 
 // pids lists the live process ids (the numeric names of the proc root).
 func (p *proc) pids() (map[int32]struct{}, error) {
