@@ -69,8 +69,11 @@ func TestKillAndRestart(t *testing.T) {
 	dir := mountpoint(t)
 	s := Start(t, dir, Options{})
 	s.Kill()
-	if _, err := os.Lstat(filepath.Join(dir, "x")); !errors.Is(err, syscall.ENOTCONN) {
-		t.Fatalf("lookup on a killed server: %v, want ENOTCONN", err)
+	// A request caught while the server's /dev/fuse closes gets ECONNABORTED, later ones
+	// ENOTCONN: both say the daemon is dead (FIELD-NOTES; mountwatch classifies both as
+	// disconnected).
+	if _, err := os.Lstat(filepath.Join(dir, "x")); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		t.Fatalf("lookup on a killed server: %v, want ENOTCONN or ECONNABORTED", err)
 	}
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
