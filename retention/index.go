@@ -2,7 +2,10 @@ package retention
 
 import (
 	"container/heap"
+	"math"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // entry is one top-level name of a site. A directory is one entry, removed whole. Kept
@@ -13,8 +16,35 @@ type entry struct {
 	mtime int64 // unix nanoseconds, as lstat last saw it
 	size  int64
 	ino   uint64
-	dirty bool // written since the last lstat: size (and mtime) need settling
+	// blocks is what unlinking the entry frees, in 512-byte units (st_blocks of a
+	// single-link non-directory, saturated; 0 for a hard-linked file or a directory).
+	blocks uint32
+	typ    uint8 // S_IFMT >> 12, as lstat last saw it
+	dirty  bool  // written since the last lstat: size (and mtime) need settling
 }
+
+// fileStat is what one lstat says of an entry, as the index keeps it.
+type fileStat struct {
+	mtime, size int64
+	ino         uint64
+	blocks      uint32
+	typ         uint8
+}
+
+// statOf keeps of a statx what the index needs.
+func statOf(stx *unix.Statx_t) fileStat {
+	st := fileStat{
+		mtime: stx.Mtime.Sec*1e9 + int64(stx.Mtime.Nsec),
+		size:  int64(stx.Size), ino: stx.Ino,
+		typ: uint8(uint32(stx.Mode) & unix.S_IFMT >> 12),
+	}
+	if stx.Nlink == 1 && st.typ != unix.S_IFDIR>>12 {
+		st.blocks = uint32(min(stx.Blocks, math.MaxUint32))
+	}
+	return st
+}
+
+func (e *entry) isDir() bool { return e.typ == unix.S_IFDIR>>12 }
 
 // Liveness of a job (CONTRACT §8).
 const (
@@ -147,7 +177,7 @@ func (x *index) place(j *job) {
 }
 
 // upsert records name with fresh lstat figures and returns its job.
-func (x *index) upsert(name string, mtime, size int64, ino uint64) *job {
+func (x *index) upsert(name string, st fileStat) *job {
 	id := jobID(name)
 	j := x.jobs[id]
 	if j == nil {
@@ -159,12 +189,12 @@ func (x *index) upsert(name string, mtime, size int64, ino uint64) *job {
 	}
 	if i := j.find(name); i >= 0 {
 		e := &j.entries[i]
-		x.bytes += size - e.size
-		e.mtime, e.size, e.ino, e.dirty = mtime, size, ino, false
+		x.bytes += st.size - e.size
+		e.mtime, e.size, e.ino, e.blocks, e.typ, e.dirty = st.mtime, st.size, st.ino, st.blocks, st.typ, false
 	} else {
-		j.entries = append(j.entries, entry{name: name, mtime: mtime, size: size, ino: ino})
+		j.entries = append(j.entries, entry{name: name, mtime: st.mtime, size: st.size, ino: st.ino, blocks: st.blocks, typ: st.typ})
 		x.files++
-		x.bytes += size
+		x.bytes += st.size
 	}
 	j.recompute()
 	x.place(j)

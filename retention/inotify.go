@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -18,35 +19,58 @@ import (
 // even at 100,000 unlinks a second, and an overflow still means "rescan".
 const inotifyBatchDelay = 2 * time.Millisecond
 
-// siteMask is what the site loop needs of its root: entries appearing, going, written,
-// changed (utimes shows as IN_ATTRIB), and the root itself going away.
-const siteMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-	unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
-	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+// The site loop needs of its root: entries appearing, going, written, changed (utimes
+// shows as IN_ATTRIB), and the root itself going away. The events come through two
+// inotify instances: changeMask says a file may be younger than the index thinks, goneMask
+// that a name went. A drain deciding whether the index is current reads the first only; its
+// own unlinks, one IN_DELETE each, fill the second and never stand in its way.
+const (
+	watchFlags = unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+	changeMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MODIFY | unix.IN_ATTRIB |
+		unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | watchFlags
+	goneMask = unix.IN_DELETE | unix.IN_MOVED_FROM | watchFlags
+)
 
 // rawWatch is an inotify watch on one directory, read in batches into a pending set.
 type rawWatch struct {
-	fd   int // the inotify instance (non-blocking)
+	chg  int // the inotify instance for changeMask (non-blocking)
+	gone int // the inotify instance for goneMask (non-blocking)
 	stop int // eventfd: written by Close to end the reader
 	done chan struct{}
+	p    *pending
+
+	// mu covers a read of the change queue together with handing its events to p, so
+	// that a flush that finds the queue empty knows every change read so far is in p;
+	// and it keeps flush off the fd once Close has released it.
+	mu     sync.Mutex
+	closed bool
+	fbuf   []byte // flush's read buffer (under mu)
 }
 
 // newRawWatch watches dir and feeds p until Close.
 func newRawWatch(dir string, p *pending) (*rawWatch, error) {
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("inotify_init1: %w", err)
+	var fds []int
+	fail := func(err error) (*rawWatch, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, err
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, siteMask); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
+	for _, mask := range []uint32{changeMask, goneMask} {
+		fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			return fail(fmt.Errorf("inotify_init1: %w", err))
+		}
+		fds = append(fds, fd)
+		if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
+			return fail(fmt.Errorf("inotify_add_watch %s: %w", dir, err))
+		}
 	}
 	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("eventfd: %w", err)
+		return fail(fmt.Errorf("eventfd: %w", err))
 	}
-	w := &rawWatch{fd: fd, stop: stop, done: make(chan struct{})}
+	w := &rawWatch{chg: fds[0], gone: fds[1], stop: stop, done: make(chan struct{}), p: p}
 	go w.read(p)
 	return w, nil
 }
@@ -56,52 +80,114 @@ func (w *rawWatch) Close() error {
 	one := [8]byte{1}
 	unix.Write(w.stop, one[:])
 	<-w.done
-	unix.Close(w.fd)
+	w.mu.Lock()
+	w.closed = true
+	unix.Close(w.chg)
+	unix.Close(w.gone)
 	unix.Close(w.stop)
+	w.mu.Unlock()
 	return nil
 }
 
+// Order across the two queues. Within one queue the kernel keeps the order; across them it
+// is lost, and it matters: a name unlinked and created again must never be applied as
+// "gone" after its new Create. So every pass reads the change queue and then the gone
+// queue, each until it is empty, and hands both to the pending set under one hold of its
+// lock: an unlink that happened before a create read in this pass happened before the
+// change queue was read, so it is read in this same pass (or was in an earlier one). The
+// pending set ORs a name's events and lstats every name not only gone, so events of one
+// pass need no order among themselves.
+
+// flush reads whatever the kernel has queued into the pending set now, without waiting for
+// the reader's next pass. It reports false when the watch is closed or cannot be read: then
+// nothing is known about changes not yet seen. With no change queued (a drain's usual
+// case: its own unlinks only fill the gone queue) it costs one ioctl.
+func (w *rawWatch) flush() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	n, err := unix.IoctlGetInt(w.chg, unix.TIOCINQ) // FIONREAD: bytes queued
+	if err != nil {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	if w.fbuf == nil {
+		w.fbuf = make([]byte, 16<<10)
+	}
+	_, ok := w.pass(w.fbuf)
+	return ok
+}
+
+// pass reads the change queue, then the gone queue, each until empty, into the pending set
+// under one hold of its lock (see above); w.mu is held. It reports whether it got any
+// event, and false for ok when a queue cannot be read.
+func (w *rawWatch) pass(buf []byte) (got, ok bool) {
+	p := w.p
+	p.mu.Lock()
+	defer func() {
+		p.mu.Unlock()
+		if got {
+			p.signal()
+		}
+	}()
+	for _, fd := range []int{w.chg, w.gone} {
+		for {
+			n, err := unix.Read(fd, buf)
+			if n > 0 {
+				got = true
+				parseInotify(buf[:n], p.addLocked)
+				continue
+			}
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.EAGAIN) || (n == 0 && err == nil) {
+				break
+			}
+			return got, false
+		}
+	}
+	return got, true
+}
+
 // read is the reader goroutine: read what is queued, hand it over, pause, and wait in
-// poll only when the queue is empty.
+// poll only when both queues are empty.
 func (w *rawWatch) read(p *pending) {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
-	both := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stop), Events: unix.POLLIN}}
-	stopOnly := both[1:]
+	fds := []unix.PollFd{{Fd: int32(w.stop), Events: unix.POLLIN},
+		{Fd: int32(w.chg), Events: unix.POLLIN}, {Fd: int32(w.gone), Events: unix.POLLIN}}
+	stopOnly := fds[:1]
 	for {
-		n, err := unix.Read(w.fd, buf)
-		switch {
-		case n > 0:
-			p.addRaw(buf[:n])
+		w.mu.Lock()
+		got, ok := w.pass(buf)
+		w.mu.Unlock()
+		if !ok {
+			p.setOverflow() // cannot read: what we miss, a rescan finds
+			return
+		}
+		if got {
 			stopOnly[0].Revents = 0
 			if k, _ := unix.Poll(stopOnly, int(inotifyBatchDelay/time.Millisecond)); k > 0 {
 				return
 			}
 			continue
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EAGAIN), n == 0 && err == nil:
-		default:
-			p.setOverflow() // cannot read: what we miss, a rescan finds
-			return
 		}
-		both[0].Revents, both[1].Revents = 0, 0
-		if _, err := unix.Poll(both, -1); err != nil && !errors.Is(err, unix.EINTR) {
+		for i := range fds {
+			fds[i].Revents = 0
+		}
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 			p.setOverflow()
 			return
 		}
-		if both[1].Revents != 0 {
+		if fds[0].Revents != 0 {
 			return
 		}
 	}
-}
-
-// addRaw takes one read's worth of struct inotify_event records under one lock.
-func (p *pending) addRaw(buf []byte) {
-	p.mu.Lock()
-	parseInotify(buf, p.addLocked)
-	p.mu.Unlock()
-	p.signal()
 }
 
 // inotifyHeader is sizeof(struct inotify_event) without its name: wd, mask, cookie, len.

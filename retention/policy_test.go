@@ -215,7 +215,7 @@ func TestOverflowRescans(t *testing.T) {
 	}
 	s := m.sites["s"]
 	s.attach() // no watcher: what happens on disk now is missed, as in an overflow
-	s.rescan()
+	s.rescan(nil)
 	makeJob(t, dir, "late", deadPid(t), time.Now())
 	if s.snapshot().Files != 0 {
 		t.Fatal("index saw files without a watcher")

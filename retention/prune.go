@@ -43,8 +43,15 @@ type pick struct {
 	cutoff int64 // an entry must still be older than this when it is deleted
 	names  []string
 	bytes  int64
+	// ents are the entries as the index knew them when claimed. clean: none is a
+	// directory or written since its last lstat; trusted: clean, and no event about any
+	// of them waits to be applied, so the index's figures are the files' own (markTrusted).
+	ents    []entry
+	clean   bool
+	trusted bool
 
 	removed []string
+	gone    []string // found gone already: forgotten, not counted
 	freed   int64
 	ups     []statUpdate // what verification saw, for a job that turned out too young
 	err     error
@@ -86,6 +93,9 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 	}
 	if drain {
 		picks = s.recheck(picks)
+	}
+	if !s.m.opts.Observe {
+		s.markTrusted(picks)
 	}
 	var d *safefs.Dir
 	if !s.m.opts.Observe && len(picks) > 0 {
@@ -136,10 +146,14 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safefs.Root, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.problem != "" || s.root == nil || !s.ready {
+	// During the first scan (filling) the index is partial: what it holds is known, so
+	// what is expired by age may go, but the oldest jobs for count or size are not known.
+	bad := s.problem != "" && !(s.filling && s.problem == notScanned)
+	if bad || s.root == nil || !(s.ready || s.filling) {
 		res.Problem = s.problem
 		return nil, nil, 0
 	}
+	whole := s.ready
 	now := s.m.opts.Now().UnixNano()
 	ageCut := int64(math.MinInt64)
 	if s.cfg.MaxAge > 0 {
@@ -155,9 +169,9 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 		switch {
 		case top.newest < ageCut:
 			p.reason, p.cutoff = ReasonAge, ageCut
-		case top.newest < minCut && s.cfg.MaxFiles > 0 && files > s.cfg.MaxFiles:
+		case whole && top.newest < minCut && s.cfg.MaxFiles > 0 && files > s.cfg.MaxFiles:
 			p.reason, p.cutoff = ReasonCount, minCut
-		case top.newest < minCut && s.cfg.MaxBytes > 0 && bytes > s.cfg.MaxBytes:
+		case whole && top.newest < minCut && s.cfg.MaxBytes > 0 && bytes > s.cfg.MaxBytes:
 			p.reason, p.cutoff = ReasonBytes, minCut
 		}
 		n := len(top.entries)
@@ -167,8 +181,13 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 		heap.Pop(&s.idx.heap)
 		top.busy = true
 		p.names = make([]string, n)
+		p.ents = slices.Clone(top.entries)
+		p.clean = true
 		for i := range top.entries {
 			p.names[i] = top.entries[i].name
+			if top.entries[i].dirty || top.entries[i].isDir() {
+				p.clean = false
+			}
 		}
 		p.bytes = top.bytes
 		files -= int64(n)
@@ -202,27 +221,62 @@ func (s *site) recheck(picks []pick) []pick {
 	})
 }
 
-// deleteJob verifies and removes one job's entries through the site root's open Dir:
-// one statx per entry (the age recheck, which also gives the type and the bytes freed)
-// and one unlinkat per file. Directories go first (a tree with a newer file inside is
-// kept, and then nothing else of the job goes), the pid file last, so a job cut short
-// still shows whose it was. If an entry became younger than the cutoff, nothing is removed.
+// markTrusted decides which clean picks may skip the age recheck: the site's batched
+// inotify reader is live, the kernel queue has just been read into the pending set, and no
+// event about any of a pick's names waits there (or is being applied). A file written,
+// touched, renamed over or created again since its last lstat always leaves such an event
+// (IN_MODIFY, IN_ATTRIB, IN_MOVED_TO, IN_CREATE), so the index's mtime is the file's own,
+// as sure as a statx here would be: both are a look just before the unlink. Without the
+// raw reader (the fsnotify fallback, or no watch) nothing is trusted.
+func (s *site) markTrusted(picks []pick) {
+	s.mu.Lock()
+	w := s.raw
+	s.mu.Unlock()
+	if w == nil || !w.flush() {
+		return
+	}
+	p := w.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range picks {
+		picks[i].trusted = picks[i].clean && p.quiet(picks[i].names)
+	}
+}
+
+// deleteJob removes one job's entries through the site root's open Dir, the pid file
+// last, so a job cut short still shows whose it was. A trusted pick costs one unlinkat per
+// file. Otherwise each entry is verified first, one statx each (the age recheck, which
+// also gives the type and the bytes freed); directories go first (a tree with a newer file
+// inside is kept, and then nothing else of the job goes), and if an entry became younger
+// than the cutoff, nothing is removed.
 func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, p *pick) {
 	dev := root.Dev()
-	ents := make([]safefs.Entry, 0, len(p.names))
-	for _, n := range p.names {
-		e, err := d.Lstat(n)
-		if err != nil {
-			continue // gone already
+	var ents []safefs.Entry
+	if p.trusted {
+		ents = make([]safefs.Entry, 0, len(p.ents))
+		for _, e := range p.ents {
+			ents = append(ents, safefs.Entry{
+				Name: e.name, Type: uint32(e.typ) << 12, Size: e.size, Ino: e.ino, Dev: dev,
+				Mtime: timeFromNanos(e.mtime), Nlink: 1, Blocks: int64(e.blocks),
+			})
 		}
-		if e.Dev != dev || e.MountRoot {
-			continue // a mount point: never removed
+	} else {
+		ents = make([]safefs.Entry, 0, len(p.names))
+		for _, n := range p.names {
+			e, err := d.Lstat(n)
+			if err != nil {
+				p.gone = append(p.gone, n)
+				continue // gone already
+			}
+			if e.Dev != dev || e.MountRoot {
+				continue // a mount point: never removed
+			}
+			if e.Mtime.UnixNano() >= p.cutoff {
+				p.ups = statNames(root.Fd(), dev, p.names)
+				return
+			}
+			ents = append(ents, e)
 		}
-		if e.Mtime.UnixNano() >= p.cutoff {
-			p.ups = statNames(root.Fd(), dev, p.names)
-			return
-		}
-		ents = append(ents, e)
 	}
 	rank := func(e safefs.Entry) int {
 		switch {
@@ -241,8 +295,12 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 	for _, e := range ents {
 		st, err := d.RemoveEntry(ctx, e, opts)
 		p.freed += st.Bytes
-		if st.Files+st.Dirs > 0 && st.Skipped == 0 && err == nil {
+		switch {
+		case st.Files+st.Dirs > 0 && st.Skipped == 0 && err == nil:
 			p.removed = append(p.removed, e.Name)
+			continue
+		case st.Files+st.Dirs+st.Skipped == 0 && err == nil:
+			p.gone = append(p.gone, e.Name) // unlinked by someone else meanwhile
 			continue
 		}
 		if err == nil {
@@ -267,7 +325,8 @@ func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *
 	for i := range picks {
 		p := &picks[i]
 		j := p.j
-		j.busy = false
+		// Still busy while its entries go: out of the heap, so a job of seven entries
+		// costs one placement, not seven heap fixes.
 		if len(p.ups) > 0 {
 			s.applyLocked(p.ups)
 		}
@@ -278,12 +337,16 @@ func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *
 				s.idx.remove(n)
 			}
 		}
+		for _, n := range p.gone {
+			s.idx.remove(n)
+		}
 		if p.err != nil {
 			errs = append(errs, fmt.Sprintf("job %q: %v", j.id, p.err))
 			if !errors.Is(p.err, context.DeadlineExceeded) && !errors.Is(p.err, context.Canceled) {
 				j.failed = true
 			}
 		}
+		j.busy = false
 		s.idx.place(j)
 		if len(p.removed) == 0 {
 			continue

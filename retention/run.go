@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,9 @@ func (s *site) run(ctx context.Context) {
 	var w io.Closer
 	stopWatch := func() {
 		if w != nil {
+			s.mu.Lock()
+			s.raw = nil
+			s.mu.Unlock()
 			w.Close() // readEvents ends when the channels close
 			w = nil
 		}
@@ -34,15 +38,18 @@ func (s *site) run(ctx context.Context) {
 		if opened || w == nil {
 			stopWatch()
 			w = s.watch(pend) // before the scan, so nothing created meanwhile is missed
+			if rw, ok := w.(*rawWatch); ok {
+				s.mu.Lock()
+				s.raw = rw
+				s.mu.Unlock()
+			}
 		}
-		s.rescan()
+		s.rescan(pend)
 		s.refreshLiveness(nil)
 		s.m.saveSightings(false)
 		s.kickDrain()
 	}
-	reconcile()
-	s.markStarted()
-
+	// The drain runs from the start: the first scan hands it expired jobs chunk by chunk.
 	drainDone := make(chan struct{})
 	go func() {
 		defer close(drainDone)
@@ -55,6 +62,8 @@ func (s *site) run(ctx context.Context) {
 		s.detachLocked("")
 		s.mu.Unlock()
 	}()
+	reconcile()
+	s.markStarted()
 
 	tick := time.NewTicker(s.m.opts.LivenessInterval)
 	defer tick.Stop()
@@ -92,12 +101,13 @@ func (s *site) run(ctx context.Context) {
 // the site must be reconciled. An inotify queue overflow means events were lost: rescan.
 func (s *site) handle(p *pending) (reconcile bool) {
 	ops, overflow, rootGone := p.take()
+	defer p.done()
 	switch {
 	case rootGone:
 		return true
 	case overflow:
 		s.m.opts.Logger.Info("inotify queue overflowed; rescanning the site", "site", s.name)
-		s.rescan()
+		s.rescan(p)
 		s.refreshLiveness(nil)
 		s.kickDrain()
 	default:
@@ -174,14 +184,19 @@ func (s *site) drainLoop(ctx context.Context) {
 				break
 			}
 			want := time.Duration(float64(r.Files) / float64(rate) * float64(time.Second))
-			sleepCtx(ctx, want-time.Since(start))
+			if !sleepCtx(ctx, want-time.Since(start)) {
+				// Unthrottled: let a runnable launch call have this P now rather than
+				// when the scheduler next preempts (up to 10 ms on a busy machine).
+				runtime.Gosched()
+			}
 		}
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
+// sleepCtx sleeps for d or until ctx ends; it reports whether it slept at all.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
-		return
+		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -189,4 +204,5 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return true
 }

@@ -3,6 +3,7 @@ package retention
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -10,17 +11,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// scanChunk is how many names the scan states between two hand-overs to the index: each
+// chunk's jobs get their liveness and, when expired, go to the drain at once, so on a
+// start over a big backlog deleting begins within milliseconds and runs beside the rest
+// of the scan instead of after it.
+const scanChunk = 1024
+
 // rescan lists the whole root and makes the index match it, keeping what it knew of jobs
 // that are still there (liveness, first sightings). It runs at attach, after an inotify
-// queue overflow and every ReconcileInterval; it is the only full scan.
-func (s *site) rescan() error {
+// queue overflow and every ReconcileInterval; it is the only full scan. The listing is
+// getdents only; the names are then stated a job at a time, in chunks that enter the
+// index as they are done (see scanChunk). Until the first scan of a root ends, the
+// index is partial: the drain may delete what is expired by age, but nothing is pruned
+// for count or size (CONTRACT §8: the oldest must go first, and that is not known yet).
+func (s *site) rescan(p *pending) error {
 	s.mu.Lock()
 	root := s.root
+	if root != nil && !s.ready {
+		s.filling = true
+	}
 	s.mu.Unlock()
 	if root == nil {
 		return nil
 	}
-	ents, err := root.ReadDir("")
+	names, err := root.ReadNames("")
 	if err != nil {
 		s.mu.Lock()
 		if s.root == root {
@@ -29,27 +43,53 @@ func (s *site) rescan() error {
 		s.mu.Unlock()
 		return err
 	}
-	pids := map[string]int32{}
-	for _, e := range ents {
-		if e.Type == unix.S_IFREG && isPidFile(e.Name) {
-			pids[e.Name] = readPid(root.Fd(), e.Name)
+	present := make(map[string]struct{}, len(names))
+	byJob := make(map[string][]string, len(names)/4+1)
+	var order []string // job ids in listing order
+	for _, n := range names {
+		present[n] = struct{}{}
+		id := jobID(n)
+		if _, ok := byJob[id]; !ok {
+			order = append(order, id)
 		}
+		byJob[id] = append(byJob[id], n)
+	}
+	chunk := make([]string, 0, scanChunk+8)
+	flush := func() bool {
+		ups := statNames(root.Fd(), root.Dev(), chunk)
+		chunk = chunk[:0]
+		s.mu.Lock()
+		if s.root != root {
+			s.mu.Unlock()
+			return false
+		}
+		s.applyLocked(ups)
+		jobs := make([]*job, 0, len(ups)/4+1)
+		for _, u := range ups {
+			if j := s.idx.jobs[jobID(u.name)]; j != nil && (len(jobs) == 0 || jobs[len(jobs)-1] != j) {
+				jobs = append(jobs, j)
+			}
+		}
+		s.mu.Unlock()
+		s.refreshLiveness(jobs)
+		s.applyGone(p)
+		s.kickDrain()
+		runtime.Gosched() // a launch call waiting for a P gets it between chunks
+		return true
+	}
+	for _, id := range order {
+		chunk = append(chunk, byJob[id]...)
+		if len(chunk) >= scanChunk && !flush() {
+			return nil
+		}
+	}
+	if len(chunk) > 0 && !flush() {
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.root != root {
 		return nil
-	}
-	present := make(map[string]struct{}, len(ents))
-	for _, e := range ents {
-		if e.Dev != root.Dev() {
-			continue // a mount point: never ours to delete
-		}
-		present[e.Name] = struct{}{}
-		j := s.idx.upsert(e.Name, e.Mtime.UnixNano(), e.Size, e.Ino)
-		if p, ok := pids[e.Name]; ok {
-			j.pid = p
-		}
 	}
 	var gone []string
 	for _, j := range s.idx.jobs {
@@ -67,9 +107,27 @@ func (s *site) rescan() error {
 		s.idx.place(j)
 	}
 	s.idx.dirty = s.idx.dirty[:0]
-	s.ready = true
+	s.ready, s.filling = true, false
 	s.setProblemLocked("")
 	return nil
+}
+
+// applyGone forgets the names whose only pending events say they are gone: during a scan
+// the site loop applies no events, and a drain deleting beside it would otherwise fill
+// the pending set with its own unlinks until it overflows into another rescan.
+func (s *site) applyGone(p *pending) {
+	if p == nil {
+		return
+	}
+	gone := p.takeGone()
+	if len(gone) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, n := range gone {
+		s.idx.remove(n)
+	}
+	s.mu.Unlock()
 }
 
 // pending collects inotify events between two passes of the site loop, coalesced by name:
@@ -77,8 +135,11 @@ func (s *site) rescan() error {
 // waits for the index, so the kernel queue (or fsnotify's unbuffered channels, in the
 // fallback) is drained as fast as it fills. Ops use fsnotify's Op bits either way.
 type pending struct {
-	mu       sync.Mutex
-	ops      map[string]fsnotify.Op
+	mu  sync.Mutex
+	ops map[string]fsnotify.Op
+	// inflight holds what take handed over until the site loop has applied it (done): a
+	// drain asking whether the index is current must see those names too.
+	inflight map[string]fsnotify.Op
 	overflow bool // the kernel dropped events, or we would keep too many: rescan
 	rootGone bool // the watched directory itself was removed or moved
 	kick     chan struct{}
@@ -132,13 +193,57 @@ func (p *pending) signal() {
 	}
 }
 
-// take hands over what was collected.
+// take hands over what was collected; done says it has been applied.
 func (p *pending) take() (ops map[string]fsnotify.Op, overflow, rootGone bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ops, overflow, rootGone = p.ops, p.overflow, p.rootGone
 	p.ops, p.overflow, p.rootGone = map[string]fsnotify.Op{}, false, false
+	p.inflight = ops
 	return
+}
+
+func (p *pending) done() {
+	p.mu.Lock()
+	p.inflight = nil
+	p.mu.Unlock()
+}
+
+// goneOp: the events of a name say only that it went (and was not created again).
+func goneOp(op fsnotify.Op) bool {
+	return !op.Has(fsnotify.Create) && (op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename))
+}
+
+// takeGone hands over the names whose events say only that they went.
+func (p *pending) takeGone() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gone []string
+	for n, op := range p.ops {
+		if goneOp(op) {
+			gone = append(gone, n)
+			delete(p.ops, n)
+		}
+	}
+	return gone
+}
+
+// quiet reports whether no event for any of names waits to be applied, other than its
+// going away (an unlink of a name already gone changes nothing). The caller flushed the
+// kernel queue first; an overflow means nothing is known.
+func (p *pending) quiet(names []string) bool {
+	if p.overflow || p.rootGone {
+		return false
+	}
+	for _, n := range names {
+		if op, ok := p.ops[n]; ok && !goneOp(op) {
+			return false
+		}
+		if op, ok := p.inflight[n]; ok && !goneOp(op) {
+			return false
+		}
+	}
+	return true
 }
 
 // readEvents drains an fsnotify watcher into p until the watcher closes: the fallback
@@ -173,12 +278,11 @@ func readEvents(w *fsnotify.Watcher, prefix string, p *pending) {
 
 // statUpdate is what an lstat found for one name, gathered without the site lock.
 type statUpdate struct {
-	name        string
-	gone        bool
-	mtime, size int64
-	ino         uint64
-	pid         int32
-	isPid       bool
+	name  string
+	gone  bool
+	st    fileStat
+	pid   int32
+	isPid bool
 }
 
 // statNames lstats names beneath root for an index update.
@@ -190,8 +294,7 @@ func statNames(rootFd int, dev uint64, names []string) []statUpdate {
 		if err := statName(rootFd, n, &stx); err != nil || unix.Mkdev(stx.Dev_major, stx.Dev_minor) != dev {
 			u.gone = true // vanished, unnamable, or a mount point: not indexed
 		} else {
-			u.mtime = stx.Mtime.Sec*1e9 + int64(stx.Mtime.Nsec)
-			u.size, u.ino = int64(stx.Size), stx.Ino
+			u.st = statOf(&stx)
 			if uint32(stx.Mode)&unix.S_IFMT == unix.S_IFREG && isPidFile(n) {
 				u.isPid, u.pid = true, readPid(rootFd, n)
 			}
@@ -208,7 +311,7 @@ func (s *site) applyLocked(ups []statUpdate) {
 			s.idx.remove(u.name)
 			continue
 		}
-		j := s.idx.upsert(u.name, u.mtime, u.size, u.ino)
+		j := s.idx.upsert(u.name, u.st)
 		if u.isPid && j.pid != u.pid {
 			j.pid = u.pid
 			j.ownDecided = false
@@ -235,7 +338,7 @@ func (s *site) applyEvents(ops map[string]fsnotify.Op) {
 		switch {
 		case op == fsnotify.Write:
 			written = append(written, n)
-		case !op.Has(fsnotify.Create) && (op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename)):
+		case goneOp(op):
 			// Gone without an lstat: a drain's own unlinks come back as one event each,
 			// and a name created again afterwards brings its own Create.
 			gone = append(gone, n)

@@ -39,7 +39,9 @@ type site struct {
 	rootIno      uint64
 	matchRoots   []string // the root's path as /proc/PID/fd links may show it
 	idx          *index
-	ready        bool // scanned since the root was opened
+	ready        bool      // scanned since the root was opened
+	filling      bool      // the first scan since the root was opened is entering its chunks
+	raw          *rawWatch // the site loop's batched inotify reader; nil without one
 	problem      string
 	problemSince time.Time
 	running      int64
@@ -176,7 +178,7 @@ func (s *site) detachLocked(problem string) {
 		s.root.Close()
 		s.root = nil
 	}
-	s.ready = false
+	s.ready, s.filling = false, false
 	s.idx = newIndex()
 	s.running, s.heldOldest = 0, 0
 	if problem != "" {
@@ -192,7 +194,7 @@ func statName(rootFd int, name string, stx *unix.Statx_t) error {
 		return unix.EINVAL
 	}
 	return unix.Statx(rootFd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC,
-		unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_MTIME, stx)
+		unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_MTIME|unix.STATX_NLINK|unix.STATX_BLOCKS, stx)
 }
 
 // readPid reads the pid a "<id>.pid" file names; 0 when it names none. O_NONBLOCK and the
