@@ -94,9 +94,9 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 	if drain {
 		picks = s.recheck(picks)
 	}
-	if !s.m.opts.Observe {
-		s.markTrusted(picks)
-	}
+	s.mu.Lock()
+	w := s.raw
+	s.mu.Unlock()
 	var d *safefs.Dir
 	if !s.m.opts.Observe && len(picks) > 0 {
 		// One fd of our own for the batch: a concurrent detach closing the root cannot
@@ -135,6 +135,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 			picks[i].removed, picks[i].freed = picks[i].names, picks[i].bytes
 			continue
 		}
+		markTrusted(w, picks[i:i+1])
 		s.deleteJob(ctx, root, d, &picks[i])
 	}
 	s.finish(picks, now, trigger, drain, &res)
@@ -221,17 +222,16 @@ func (s *site) recheck(picks []pick) []pick {
 	})
 }
 
-// markTrusted decides which clean picks may skip the age recheck: the site's batched
-// inotify reader is live, the kernel queue has just been read into the pending set, and no
+// markTrusted decides which clean picks may skip the age recheck: w, the site's batched
+// inotify reader, is live, the kernel queue has just been read into the pending set, and no
 // event about any of a pick's names waits there (or is being applied). A file written,
 // touched, renamed over or created again since its last lstat always leaves such an event
 // (IN_MODIFY, IN_ATTRIB, IN_MOVED_TO, IN_CREATE), so the index's mtime is the file's own,
-// as sure as a statx here would be: both are a look just before the unlink. Without the
-// raw reader (the fsnotify fallback, or no watch) nothing is trusted.
-func (s *site) markTrusted(picks []pick) {
-	s.mu.Lock()
-	w := s.raw
-	s.mu.Unlock()
+// as sure as a statx here would be: both are a look just before the unlinks (it is made
+// per job, right before the job's unlinks, as the statx pass would be; with nothing
+// queued it costs one ioctl). Without the raw reader (the fsnotify fallback, or no watch)
+// nothing is trusted.
+func markTrusted(w *rawWatch, picks []pick) {
 	if w == nil || !w.flush() {
 		return
 	}

@@ -125,7 +125,7 @@ func TestMarkTrusted(t *testing.T) {
 		s.mu.Unlock()
 	}
 	picks := claim()
-	s.markTrusted(picks)
+	markTrusted(s.raw, picks)
 	for _, p := range picks {
 		if p.trusted {
 			t.Fatalf("job %s trusted without an inotify reader", p.j.id)
@@ -139,7 +139,7 @@ func TestMarkTrusted(t *testing.T) {
 	}
 	picks = claim()
 	defer release(picks)
-	s.markTrusted(picks)
+	markTrusted(s.raw, picks)
 	got := map[string]bool{}
 	for _, p := range picks {
 		got[p.j.id] = p.trusted
