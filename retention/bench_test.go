@@ -44,7 +44,13 @@ func makeFlat(tb testing.TB, dir string, n int, at time.Time) {
 // staticSite builds a site that is attached, scanned and liveness-checked, without Run.
 func staticSite(tb testing.TB, dir string, opts Options) (*Manager, *site) {
 	tb.Helper()
-	opts.Sites = []SiteConfig{siteCfg("s", dir)}
+	return staticSiteCfg(tb, siteCfg("s", dir), opts)
+}
+
+// staticSiteCfg is staticSite for a site configured as cfg (named "s").
+func staticSiteCfg(tb testing.TB, cfg SiteConfig, opts Options) (*Manager, *site) {
+	tb.Helper()
+	opts.Sites = []SiteConfig{cfg}
 	m, err := New(opts)
 	if err != nil {
 		tb.Fatal(err)

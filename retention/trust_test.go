@@ -213,17 +213,7 @@ func TestPartialIndexPrunesByAgeOnly(t *testing.T) {
 	}
 	cfg := siteCfg("s", dir)
 	cfg.MaxFiles = 6
-	m, err := New(Options{Sites: []SiteConfig{cfg}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := m.sites["s"]
-	s.attach()
-	if err := s.rescan(nil); err != nil {
-		t.Fatal(err)
-	}
-	s.refreshLiveness(nil)
-	t.Cleanup(func() { s.mu.Lock(); s.detachLocked(""); s.mu.Unlock() })
+	_, s := staticSiteCfg(t, cfg, Options{})
 	s.mu.Lock()
 	s.ready, s.filling, s.problem = false, true, notScanned // as during the first scan
 	s.mu.Unlock()
