@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
 // outcome is the result of one probe round.
@@ -130,7 +131,7 @@ func ownerCred(e mountEntry) *syscall.Credential {
 	if gid < 0 {
 		gid = e.UserID
 	}
-	return &syscall.Credential{Uid: uint32(e.UserID), Gid: uint32(gid), NoSetGroups: true}
+	return runas.Credential(uint32(e.UserID), uint32(gid))
 }
 
 // collect waits for a probe child (until reaped or timed out) and classifies it.

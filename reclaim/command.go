@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
 // maxOutput is how much of a command's output is kept for its error message.
@@ -63,9 +63,7 @@ func (r *Reclaimer) runCommand(ctx context.Context, c *cache, argv []string, uid
 	cmd.Dir = c.Path
 	cmd.Env = r.commandEnv(c, bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if uid != uint32(os.Geteuid()) || gid != uint32(os.Getegid()) {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, NoSetGroups: true}
-	}
+	cmd.SysProcAttr.Credential = runas.Credential(uid, gid) // nil: the daemon's own ids
 	// Kill the whole group: a tool that forks (npm, pnpm) must not outlive its timeout.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
