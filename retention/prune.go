@@ -128,7 +128,10 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 			picks[i].err = ctx.Err()
 			continue
 		}
-		if bound > 0 && i > 0 && time.Since(start) > bound {
+		if i > 0 && (bound > 0 && time.Since(start) > bound || drain && s.waiting.Load() > 0) {
+			// Past the time bound, or a launch call waits for the site: a drain batch
+			// ends after the job in hand (on ext4 a single unlink can stall for
+			// milliseconds in a journal commit, and a batch is many of them).
 			continue
 		}
 		if s.m.opts.Observe {
