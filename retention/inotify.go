@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -45,6 +46,12 @@ type rawWatch struct {
 	mu     sync.Mutex
 	closed bool
 	fbuf   []byte // flush's read buffer (under mu)
+
+	// passes and passed count reader passes begun and ended (see quiet); users counts
+	// drain batches using the fds without mu, which Close waits out.
+	passes, passed atomic.Uint64
+	users          atomic.Int32
+	closing        atomic.Bool
 }
 
 // newRawWatch watches dir and feeds p until Close.
@@ -77,9 +84,13 @@ func newRawWatch(dir string, p *pending) (*rawWatch, error) {
 
 // Close ends the reader and releases the fds.
 func (w *rawWatch) Close() error {
+	w.closing.Store(true)
 	one := [8]byte{1}
 	unix.Write(w.stop, one[:])
 	<-w.done
+	for w.users.Load() > 0 {
+		time.Sleep(50 * time.Microsecond) // a drain batch between two jobs
+	}
 	w.mu.Lock()
 	w.closed = true
 	unix.Close(w.chg)
@@ -122,14 +133,41 @@ func (w *rawWatch) flush() bool {
 	return ok
 }
 
+// acquire keeps the fds open for a caller of quiet until release; false once closing.
+func (w *rawWatch) acquire() bool {
+	w.users.Add(1)
+	if w.closing.Load() {
+		w.users.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (w *rawWatch) release() { w.users.Add(-1) }
+
+// quiet reports, without a lock, that no change can be waiting: none queued in the kernel,
+// no pass reading one, none in the pending set, nothing lost. A pass that began before the
+// ioctl and has not ended shows as passes != passed; one that ended has published what it
+// read. The caller holds acquire. When quiet says false, flush and look at the names.
+func (w *rawWatch) quiet() bool {
+	ended := w.passed.Load()
+	n, err := unix.IoctlGetInt(w.chg, unix.TIOCINQ) // FIONREAD: bytes queued
+	if err != nil || n != 0 || w.passes.Load() != ended {
+		return false
+	}
+	return w.p.changes.Load() == 0 && !w.p.lost.Load()
+}
+
 // pass reads the change queue, then the gone queue, each until empty, into the pending set
 // under one hold of its lock (see above); w.mu is held. It reports whether it got any
 // event, and false for ok when a queue cannot be read.
 func (w *rawWatch) pass(buf []byte) (got, ok bool) {
 	p := w.p
+	w.passes.Add(1)
 	p.mu.Lock()
 	defer func() {
 		p.mu.Unlock()
+		w.passed.Add(1)
 		if got {
 			p.signal()
 		}

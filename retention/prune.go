@@ -97,6 +97,13 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 	s.mu.Lock()
 	w := s.raw
 	s.mu.Unlock()
+	if w != nil {
+		if w.acquire() {
+			defer w.release()
+		} else {
+			w = nil // closing: nothing is trusted
+		}
+	}
 	var d *safefs.Dir
 	if !s.m.opts.Observe && len(picks) > 0 {
 		// One fd of our own for the batch: a concurrent detach closing the root cannot
@@ -231,11 +238,21 @@ func (s *site) recheck(picks []pick) []pick {
 // touched, renamed over or created again since its last lstat always leaves such an event
 // (IN_MODIFY, IN_ATTRIB, IN_MOVED_TO, IN_CREATE), so the index's mtime is the file's own,
 // as sure as a statx here would be: both are a look just before the unlinks (it is made
-// per job, right before the job's unlinks, as the statx pass would be; with nothing
-// queued it costs one ioctl). Without the raw reader (the fsnotify fallback, or no watch)
+// per job, right before the job's unlinks, as the statx pass would be; with no change
+// anywhere, rawWatch.quiet says so without a lock for one ioctl). The caller holds
+// w.acquire. Without the raw reader (the fsnotify fallback, or no watch)
 // nothing is trusted.
 func markTrusted(w *rawWatch, picks []pick) {
-	if w == nil || !w.flush() {
+	if w == nil {
+		return
+	}
+	if w.quiet() {
+		for i := range picks {
+			picks[i].trusted = picks[i].clean
+		}
+		return
+	}
+	if !w.flush() {
 		return
 	}
 	p := w.p

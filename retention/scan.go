@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
@@ -138,11 +139,29 @@ type pending struct {
 	mu  sync.Mutex
 	ops map[string]fsnotify.Op
 	// inflight holds what take handed over until the site loop has applied it (done): a
-	// drain asking whether the index is current must see those names too.
-	inflight map[string]fsnotify.Op
-	overflow bool // the kernel dropped events, or we would keep too many: rescan
-	rootGone bool // the watched directory itself was removed or moved
-	kick     chan struct{}
+	// drain asking whether the index is current must see those names too; and an
+	// overflow taken is not over until its rescan is done (inflightLost).
+	inflight     map[string]fsnotify.Op
+	inflightLost bool
+	overflow     bool // the kernel dropped events, or we would keep too many: rescan
+	rootGone     bool // the watched directory itself was removed or moved
+	kick         chan struct{}
+
+	// What quiet needs, kept countable without the lock (see rawWatch.quiet): how many
+	// names in ops and inflight have a change pending (not only a going), and whether
+	// events may have been lost.
+	opsChanges, inflightChanges int
+	changes                     atomic.Int64
+	lost                        atomic.Bool
+}
+
+// isChange: the events of a name say it may be younger than the index thinks.
+func isChange(op fsnotify.Op) bool { return op != 0 && !goneOp(op) }
+
+// publish refreshes the lock-free figures; p.mu is held.
+func (p *pending) publish() {
+	p.changes.Store(int64(p.opsChanges + p.inflightChanges))
+	p.lost.Store(p.overflow || p.inflightLost || p.rootGone)
 }
 
 // maxPending bounds the coalesced names kept between passes; past it a rescan is cheaper.
@@ -163,25 +182,35 @@ func (p *pending) add(name string, op fsnotify.Op) {
 func (p *pending) addLocked(name string, op fsnotify.Op, overflow bool) {
 	switch {
 	case overflow:
-		p.overflow = true
-		clear(p.ops)
+		p.overflowLocked()
 	case name == "":
 		if op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename) {
 			p.rootGone = true
+			p.publish()
 		}
 	case p.overflow:
 	case len(p.ops) >= maxPending:
-		p.overflow = true
-		clear(p.ops)
+		p.overflowLocked()
 	default:
-		p.ops[name] |= op
+		before := p.ops[name]
+		p.ops[name] = before | op
+		if isChange(before|op) && !isChange(before) {
+			p.opsChanges++
+			p.publish()
+		}
 	}
+}
+
+func (p *pending) overflowLocked() {
+	p.overflow = true
+	clear(p.ops)
+	p.opsChanges = 0
+	p.publish()
 }
 
 func (p *pending) setOverflow() {
 	p.mu.Lock()
-	p.overflow = true
-	clear(p.ops)
+	p.overflowLocked()
 	p.mu.Unlock()
 	p.signal()
 }
@@ -199,13 +228,16 @@ func (p *pending) take() (ops map[string]fsnotify.Op, overflow, rootGone bool) {
 	defer p.mu.Unlock()
 	ops, overflow, rootGone = p.ops, p.overflow, p.rootGone
 	p.ops, p.overflow, p.rootGone = map[string]fsnotify.Op{}, false, false
-	p.inflight = ops
+	p.inflight, p.inflightLost = ops, overflow || rootGone
+	p.inflightChanges, p.opsChanges = p.opsChanges, 0
+	p.publish()
 	return
 }
 
 func (p *pending) done() {
 	p.mu.Lock()
-	p.inflight = nil
+	p.inflight, p.inflightLost, p.inflightChanges = nil, false, 0
+	p.publish()
 	p.mu.Unlock()
 }
 
@@ -232,7 +264,7 @@ func (p *pending) takeGone() []string {
 // going away (an unlink of a name already gone changes nothing). The caller flushed the
 // kernel queue first; an overflow means nothing is known.
 func (p *pending) quiet(names []string) bool {
-	if p.overflow || p.rootGone {
+	if p.overflow || p.inflightLost || p.rootGone {
 		return false
 	}
 	for _, n := range names {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
@@ -234,5 +236,35 @@ func TestPartialIndexPrunesByAgeOnly(t *testing.T) {
 	r = s.prune(context.Background(), 1000, "drain", true)
 	if r.ByReason[ReasonCount] != 18 {
 		t.Fatalf("complete index pruned %v for count, want the 3 oldest jobs (18 files) to go", r.ByReason)
+	}
+}
+
+// Events lost to an overflow leave the index unsure until the rescan the overflow asked for
+// is done: taking the overflow is not enough.
+func TestOverflowKeepsTrustOffUntilItsRescanIsDone(t *testing.T) {
+	p := newPending()
+	p.add("a.out", fsnotify.Write)
+	if p.changes.Load() != 1 || p.quiet([]string{"b.out"}) != true || p.quiet([]string{"a.out"}) {
+		t.Fatalf("one write pending: changes=%d", p.changes.Load())
+	}
+	p.setOverflow()
+	if !p.lost.Load() || p.changes.Load() != 0 {
+		t.Fatalf("after overflow: lost=%v changes=%d", p.lost.Load(), p.changes.Load())
+	}
+	_, overflow, _ := p.take()
+	if !overflow || !p.lost.Load() || p.quiet([]string{"b.out"}) {
+		t.Fatal("overflow taken but its rescan not done: the index must not be trusted")
+	}
+	p.done()
+	if p.lost.Load() || !p.quiet([]string{"b.out"}) {
+		t.Fatal("rescan done: trust should be back")
+	}
+	p.add("c.out", fsnotify.Remove)
+	if p.changes.Load() != 0 || !p.quiet([]string{"c.out"}) {
+		t.Fatalf("a name only gone is not a change: changes=%d", p.changes.Load())
+	}
+	p.add("c.out", fsnotify.Create)
+	if p.changes.Load() != 1 || p.quiet([]string{"c.out"}) {
+		t.Fatalf("gone then created again is a change: changes=%d", p.changes.Load())
 	}
 }
