@@ -163,33 +163,39 @@ func (w *rawWatch) quiet() bool {
 // event, and false for ok when a queue cannot be read.
 func (w *rawWatch) pass(buf []byte) (got, ok bool) {
 	p := w.p
-	w.passes.Add(1)
 	p.mu.Lock()
 	defer func() {
 		p.mu.Unlock()
-		w.passed.Add(1)
 		if got {
 			p.signal()
 		}
 	}()
-	for _, fd := range []int{w.chg, w.gone} {
-		for {
-			n, err := unix.Read(fd, buf)
-			if n > 0 {
-				got = true
-				parseInotify(buf[:n], p.addLocked)
-				continue
-			}
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if errors.Is(err, unix.EAGAIN) || (n == 0 && err == nil) {
-				break
-			}
-			return got, false
-		}
+	// passes/passed bracket the change queue only: a pass busy with the drain's own
+	// unlinks in the gone queue must not make quiet say "maybe".
+	w.passes.Add(1)
+	gotChg, ok := readInto(w.chg, buf, p)
+	w.passed.Add(1)
+	if !ok {
+		return gotChg, false
 	}
-	return got, true
+	gotGone, ok := readInto(w.gone, buf, p)
+	return gotChg || gotGone, ok
+}
+
+// readInto reads fd's queue until it is empty and parses it into p (p.mu held).
+func readInto(fd int, buf []byte, p *pending) (got, ok bool) {
+	for {
+		n, err := unix.Read(fd, buf)
+		if n > 0 {
+			got = true
+			parseInotify(buf[:n], p.addLocked)
+			continue
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return got, errors.Is(err, unix.EAGAIN) || (n == 0 && err == nil)
+	}
 }
 
 // read is the reader goroutine: read what is queued, hand it over, pause, and wait in
