@@ -6,12 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
@@ -66,7 +63,7 @@ func BenchmarkDelete(b *testing.B) {
 				cache, twin := filepath.Join(root, "cache"), filepath.Join(root, "copy")
 				buildBenchCache(b, cache)
 				buildBenchCache(b, twin)
-				exec.Command("sync").Run()
+				testenv.SyncFS()
 				e := &env{t: nil, root: root, home: filepath.Join(root, "home", "u")}
 				o := e.options()
 				o.AutoCaches, o.MinAge = nil, 0
@@ -78,12 +75,12 @@ func BenchmarkDelete(b *testing.B) {
 				}
 				for k := range 2 {
 					tool := (i + k) % 2
-					start, cpu0 := time.Now(), selfCPU()
+					start, cpu0 := time.Now(), testenv.SelfCPU()
 					if tool == 0 {
 						b.StartTimer()
 						r.Reclaim(context.Background(), Request{Trigger: TriggerManual, TargetFree: 1 << 60})
 						b.StopTimer()
-						cpu[0] = append(cpu[0], selfCPU()-cpu0)
+						cpu[0] = append(cpu[0], testenv.SelfCPU()-cpu0)
 						if n := countFiles(cache); n != 0 {
 							b.Fatalf("%d files left", n)
 						}
@@ -97,28 +94,15 @@ func BenchmarkDelete(b *testing.B) {
 					took[tool] = append(took[tool], time.Since(start))
 				}
 				os.RemoveAll(cache)
-				exec.Command("sync").Run()
+				testenv.SyncFS()
 			}
-			rec, rm := median(took[0]), median(took[1])
+			rec, rm := testenv.Median(took[0]), testenv.Median(took[1])
 			b.ReportMetric(rec.Seconds()*1e3, "reclaim-ms")
 			b.ReportMetric(rm.Seconds()*1e3, "rm-ms")
 			b.ReportMetric(float64(rec)/float64(rm), "x-rm")
-			b.ReportMetric(float64(median(cpu[0]))/float64(median(cpu[1])), "cpu-x-rm")
+			b.ReportMetric(float64(testenv.Median(cpu[0]))/float64(testenv.Median(cpu[1])), "cpu-x-rm")
 		})
 	}
-}
-
-// selfCPU is this process's user+system time so far.
-func selfCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func median(d []time.Duration) time.Duration {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return d[len(d)/2]
 }
 
 // BenchmarkDryRunPlan is the plan of a dry run over the same cache (a budgeted

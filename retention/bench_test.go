@@ -129,7 +129,7 @@ func BenchmarkDrain100k(b *testing.B) {
 					} else {
 						makeFlat(b, dirs[1], n, old)
 					}
-					syncFS()
+					testenv.SyncFS()
 					for k := range 2 {
 						tool := (i + k) % 2
 						var wall, used time.Duration
@@ -153,14 +153,14 @@ func BenchmarkDrain100k(b *testing.B) {
 						cpu[tool] = append(cpu[tool], used)
 						assertEmpty(b, dirs[tool])
 					}
-					syncFS()
+					testenv.SyncFS()
 				}
-				find, drain := median(took[0]), median(took[1])
+				find, drain := testenv.Median(took[0]), testenv.Median(took[1])
 				b.ReportMetric(find.Seconds()*1e3, "find-ms")
 				b.ReportMetric(drain.Seconds()*1e3, "drain-ms")
 				b.ReportMetric(float64(drain)/float64(find), "x-find")
 				// CPU time says the same with less noise on a shared, loaded machine.
-				b.ReportMetric(float64(median(cpu[1]))/float64(median(cpu[0])), "cpu-x-find")
+				b.ReportMetric(float64(testenv.Median(cpu[1]))/float64(testenv.Median(cpu[0])), "cpu-x-find")
 			})
 		}
 	}
@@ -178,10 +178,10 @@ func benchDrain(b testing.TB, dir string) (wall, used time.Duration) {
 	s := m.sites["s"]
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	start, cpu0 := time.Now(), selfCPU()
+	start, cpu0 := time.Now(), testenv.SelfCPU()
 	go func() { done <- m.Run(ctx) }()
 	waitEmpty(s)
-	wall, used = time.Since(start), selfCPU()-cpu0
+	wall, used = time.Since(start), testenv.SelfCPU()-cpu0
 	cancel()
 	<-done
 	return wall, used
@@ -232,11 +232,11 @@ func (d *indexedDrain) expire(b *testing.B) (wall, used time.Duration) {
 	if files == 0 {
 		b.Fatal("nothing indexed before the clock jump")
 	}
-	start, cpu0 := time.Now(), selfCPU()
+	start, cpu0 := time.Now(), testenv.SelfCPU()
 	d.skew.Store(int64(13 * time.Hour))
 	d.s.kickDrain()
 	waitEmpty(d.s)
-	wall, used = time.Since(start), selfCPU()-cpu0
+	wall, used = time.Since(start), testenv.SelfCPU()-cpu0
 	d.stop() // before the next iteration fills the same directory
 	return wall, used
 }
@@ -248,21 +248,6 @@ func (d *indexedDrain) stop() {
 		d.cancel = nil
 	}
 }
-
-// selfCPU is this process's user+system time so far.
-func selfCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func median(d []time.Duration) time.Duration {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return d[len(d)/2]
-}
-
-func syncFS() { exec.Command("sync").Run() }
 
 func assertEmpty(b *testing.B, dir string) {
 	ents, err := os.ReadDir(dir)
@@ -334,7 +319,7 @@ func BenchmarkLaunchDuringDrain(b *testing.B) {
 				dir := filepath.Join(base, "site")
 				os.Mkdir(dir, 0o755)
 				makeFlat(b, dir, n, old)
-				syncFS()
+				testenv.SyncFS()
 				m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)}, DrainRate: 1 << 30})
 				if err != nil {
 					b.Fatal(err)
