@@ -54,8 +54,19 @@ type rawWatch struct {
 	closing        atomic.Bool
 }
 
-// newRawWatch watches dir and feeds p until Close.
-func newRawWatch(dir string, p *pending) (*rawWatch, error) {
+// newRawWatch watches dir and feeds p until Close. dirFd, when not -1, is an open fd of
+// that very directory: both instances then watch the inode it holds (through its
+// /proc/self/fd link), so a directory swapped at dir between the two inotify_add_watch
+// calls cannot leave them watching two different directories.
+func newRawWatch(dir string, dirFd int, p *pending) (*rawWatch, error) {
+	target, flags := dir, uint32(0)
+	if dirFd >= 0 {
+		if link := fmt.Sprintf("/proc/self/fd/%d", dirFd); unix.Access(link, unix.F_OK) == nil {
+			// The link is the last component, so it must be followed: IN_DONT_FOLLOW
+			// would watch the link itself.
+			target, flags = link, unix.IN_DONT_FOLLOW
+		}
+	}
 	var fds []int
 	fail := func(err error) (*rawWatch, error) {
 		for _, fd := range fds {
@@ -69,7 +80,7 @@ func newRawWatch(dir string, p *pending) (*rawWatch, error) {
 			return fail(fmt.Errorf("inotify_init1: %w", err))
 		}
 		fds = append(fds, fd)
-		if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
+		if _, err := unix.InotifyAddWatch(fd, target, mask&^flags); err != nil {
 			return fail(fmt.Errorf("inotify_add_watch %s: %w", dir, err))
 		}
 	}

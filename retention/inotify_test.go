@@ -69,14 +69,56 @@ func TestRawWatch(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "site")
 	os.Mkdir(dir, 0o755)
 	p := newPending()
-	w, err := newRawWatch(dir, p)
+	w, err := newRawWatch(dir, -1, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	os.WriteFile(filepath.Join(dir, "j.out"), []byte("x"), 0o644)
 	os.Remove(filepath.Join(dir, "j.out"))
-	wait := func(what string, ok func(ops map[string]fsnotify.Op, rootGone bool) bool) {
+	wait := waitPending(t, p)
+	wait("create and remove", func(ops map[string]fsnotify.Op, _ bool) bool {
+		return ops["j.out"].Has(fsnotify.Create) && ops["j.out"].Has(fsnotify.Remove)
+	})
+	os.Remove(dir)
+	wait("root gone", func(_ map[string]fsnotify.Op, gone bool) bool { return gone })
+}
+
+// Given the root's fd, both inotify instances watch the directory that fd holds, even
+// when another directory has taken its path since it was opened.
+func TestRawWatchFollowsTheRootFd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	os.Mkdir(dir, 0o755)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(dir, 0o755) // an impostor at the path
+	p := newPending()
+	w, err := newRawWatch(dir, fd, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	os.WriteFile(filepath.Join(dir, "impostor.out"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir+".old", "j.out"), []byte("x"), 0o644)
+	os.Remove(filepath.Join(dir+".old", "j.out"))
+	wait := waitPending(t, p)
+	wait("create and remove in the fd's directory", func(ops map[string]fsnotify.Op, _ bool) bool {
+		if _, bad := ops["impostor.out"]; bad {
+			t.Fatal("watched the directory now at the path, not the one the fd holds")
+		}
+		return ops["j.out"].Has(fsnotify.Create) && ops["j.out"].Has(fsnotify.Remove)
+	})
+}
+
+// waitPending returns a helper that collects p's events until ok says they are all there.
+func waitPending(t *testing.T, p *pending) func(string, func(map[string]fsnotify.Op, bool) bool) {
+	return func(what string, ok func(ops map[string]fsnotify.Op, rootGone bool) bool) {
 		t.Helper()
 		all := map[string]fsnotify.Op{}
 		gone := false
@@ -97,11 +139,6 @@ func TestRawWatch(t *testing.T) {
 		}
 		t.Fatalf("%s: not seen (%v, root gone %v)", what, all, gone)
 	}
-	wait("create and remove", func(ops map[string]fsnotify.Op, _ bool) bool {
-		return ops["j.out"].Has(fsnotify.Create) && ops["j.out"].Has(fsnotify.Remove)
-	})
-	os.Remove(dir)
-	wait("root gone", func(_ map[string]fsnotify.Op, gone bool) bool { return gone })
 }
 
 func FuzzParseInotify(f *testing.F) {

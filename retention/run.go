@@ -120,7 +120,13 @@ func (s *site) handle(p *pending) (reconcile bool) {
 // one entry each, so nothing below needs a watch. Without a watch (max_user_watches
 // exhausted shows as ENOSPC) the site still works from its periodic rescans.
 func (s *site) watch(p *pending) io.Closer {
-	rw, err := newRawWatch(s.path, p)
+	fd := -1
+	s.mu.Lock()
+	if s.root != nil {
+		fd = s.root.Fd()
+	}
+	s.mu.Unlock()
+	rw, err := newRawWatch(s.path, fd, p)
 	if err == nil {
 		return rw
 	}

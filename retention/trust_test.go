@@ -38,7 +38,7 @@ func makeFileJob(t testing.TB, dir, id string, at time.Time) []string {
 func watchUnapplied(t *testing.T, s *site) *pending {
 	t.Helper()
 	p := newPending()
-	w, err := newRawWatch(s.path, p)
+	w, err := newRawWatch(s.path, s.root.Fd(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
