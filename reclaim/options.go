@@ -158,7 +158,6 @@ type Reclaimer struct {
 	reserves   map[string]*reserveState
 	counters   Counters
 	rate       rateState
-	trashSeq   uint64
 }
 
 // New checks opts and returns a Reclaimer. It touches nothing on disk.

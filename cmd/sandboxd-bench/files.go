@@ -24,7 +24,6 @@ type jobWriter struct {
 	dir    string
 	prefix string
 	pid    []byte
-	next   int
 }
 
 func newJobWriter(dir, prefix string) (*jobWriter, error) {

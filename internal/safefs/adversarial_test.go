@@ -181,7 +181,6 @@ func TestEvictedAncestorSwapped(t *testing.T) {
 
 func testEvictedAncestorSwapped(t *testing.T, mode string) {
 	out, _ := outside(t)
-	before := hashTree(t, out)
 	root := t.TempDir()
 	p := filepath.Join(root, "job")
 	for i := 0; i < 3*maxOpenFds; i++ {
@@ -190,7 +189,7 @@ func testEvictedAncestorSwapped(t *testing.T, mode string) {
 	writeFile(t, filepath.Join(p, "leaf"), "x")
 	// Make the outside look like the tree so a followed link would find names to delete.
 	writeFile(t, filepath.Join(out, "d", "d", "victim"), "v")
-	before = hashTree(t, out)
+	before := hashTree(t, out)
 	r := openRoot(t, root)
 	r.beforeOpen = func(rel string) {
 		if filepath.Base(filepath.Dir(rel)) != "d" || len(rel) < len("job")+2*(3*maxOpenFds) {

@@ -110,7 +110,7 @@ func (d *Dir) RemoveEntry(ctx context.Context, e Entry, opts RemoveOptions) (Sta
 		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts, true)
 	case e.Dev != d.r.dev || e.MountRoot:
 		return Stats{Skipped: 1}, fmt.Errorf("remove %s: %w", d.r.display(rel), ErrMountPoint)
-	case !opts.OnlyOlderThan.IsZero() && !e.Mtime.Before(opts.OnlyOlderThan):
+	case opts.keeps(e.Mtime):
 		return Stats{Skipped: 1}, nil
 	}
 	raw := append([]byte(e.Name), 0)

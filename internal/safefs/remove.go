@@ -43,6 +43,11 @@ type RemoveOptions struct {
 	OnlyOlderThan time.Time
 }
 
+// keeps reports whether OnlyOlderThan keeps an entry of this mtime.
+func (o RemoveOptions) keeps(mtime time.Time) bool {
+	return !o.OnlyOlderThan.IsZero() && !mtime.Before(o.OnlyOlderThan)
+}
+
 // Remove removes name (a file, a symlink as a link, a FIFO, socket or device node, or a
 // whole directory tree) beneath the root; it never removes the root itself. It never
 // follows a symlink, never crosses a mount point (those are counted in Skipped), holds at

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,7 +120,7 @@ func (w *walker) closeAll() {
 
 // push adds an opened directory and lists it, evicting the shallowest open fd beyond the bound.
 func (w *walker) push(fd int, name string, stx *unix.Statx_t) error {
-	young := w.remove && !w.opts.OnlyOlderThan.IsZero() && !stxTime(stx.Mtime).Before(w.opts.OnlyOlderThan)
+	young := w.remove && w.opts.keeps(stxTime(stx.Mtime))
 	w.frames = append(w.frames, frame{fd: fd, name: name, dev: stxDev(stx), ino: stx.Ino, young: young})
 	if len(w.frames)-w.lowOpen > maxOpenFds {
 		unix.Close(w.frames[w.lowOpen].fd)
@@ -215,7 +214,7 @@ func (w *walker) statted(idx, dirfd int, name *byte, raw []byte) bool {
 		w.usage.Bytes += stxFreed(stx)
 		return false
 	}
-	if !w.opts.OnlyOlderThan.IsZero() && !stxTime(stx.Mtime).Before(w.opts.OnlyOlderThan) {
+	if w.opts.keeps(stxTime(stx.Mtime)) {
 		w.stats.Skipped++
 		w.keep(idx)
 		return false
@@ -245,9 +244,4 @@ func (w *walker) keep(idx int) {
 	if idx >= 0 && idx < len(w.frames) {
 		w.frames[idx].kept = true
 	}
-}
-
-// tooYoung reports a directory OnlyOlderThan keeps.
-func (w *walker) tooYoung(t time.Time) bool {
-	return w.remove && !w.opts.OnlyOlderThan.IsZero() && !t.Before(w.opts.OnlyOlderThan)
 }
