@@ -41,7 +41,6 @@ type pick struct {
 	j      *job
 	reason string
 	cutoff int64 // an entry must still be older than this when it is deleted
-	names  []string
 	bytes  int64
 	// ents are the entries as the index knew them when claimed. clean: none is a
 	// directory or written since its last lstat; trusted: clean, and no event about any
@@ -142,7 +141,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 			continue
 		}
 		if s.m.opts.Observe {
-			picks[i].removed, picks[i].freed = picks[i].names, picks[i].bytes
+			picks[i].removed, picks[i].freed = picks[i].names(), picks[i].bytes
 			continue
 		}
 		markTrusted(w, picks[i:i+1])
@@ -150,6 +149,15 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 	}
 	s.finish(picks, now, trigger, drain, &res)
 	return res, claimed
+}
+
+// names lists the pick's entry names.
+func (p *pick) names() []string {
+	out := make([]string, len(p.ents))
+	for i := range p.ents {
+		out[i] = p.ents[i].name
+	}
+	return out
 }
 
 // choose claims the jobs to prune, under the site lock. With nothing expired and the site
@@ -191,11 +199,9 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 		}
 		heap.Pop(&s.idx.heap)
 		top.busy = true
-		p.names = make([]string, n)
 		p.ents = slices.Clone(top.entries)
 		p.clean = true
 		for i := range top.entries {
-			p.names[i] = top.entries[i].name
 			if top.entries[i].dirty || top.entries[i].isDir() {
 				p.clean = false
 			}
@@ -259,7 +265,7 @@ func markTrusted(w *rawWatch, picks []pick) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := range picks {
-		picks[i].trusted = picks[i].clean && p.quiet(picks[i].names)
+		picks[i].trusted = picks[i].clean && p.quiet(picks[i].names())
 	}
 }
 
@@ -281,8 +287,8 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 			})
 		}
 	} else {
-		ents = make([]safefs.Entry, 0, len(p.names))
-		for _, n := range p.names {
+		ents = make([]safefs.Entry, 0, len(p.ents))
+		for _, n := range p.names() {
 			e, err := d.Lstat(n)
 			if err != nil {
 				p.gone = append(p.gone, n)
@@ -292,7 +298,7 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 				continue // a mount point: never removed
 			}
 			if e.Mtime.UnixNano() >= p.cutoff {
-				p.ups = statNames(root.Fd(), dev, p.names)
+				p.ups = statNames(root.Fd(), dev, p.names())
 				return
 			}
 			ents = append(ents, e)
