@@ -46,14 +46,19 @@ func (c *Client) Socket() string {
 	return api.DefaultSocketPath
 }
 
+// DialUnix is an http.Transport DialContext that connects to the Unix socket sock,
+// whatever host the URL names.
+func DialUnix(sock string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}
+}
+
 func (c *Client) http() *http.Client {
 	c.once.Do(func() {
-		sock := c.Socket()
 		tr := &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			},
+			DialContext:         DialUnix(c.Socket()),
 			MaxIdleConnsPerHost: 4,
 			IdleConnTimeout:     30 * time.Second,
 		}

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
+
+	"github.com/sandboxd/sandboxd/client"
 )
 
 // runGet prints the body of one GET over a Unix socket; with -wait it polls until the
@@ -23,11 +24,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *socket == "" {
 		return errors.New("-socket is required")
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", *socket)
-		}}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: client.DialUnix(*socket)}}
 	end := time.Now().Add(*wait)
 	for {
 		body, err := get(ctx, hc, *path)

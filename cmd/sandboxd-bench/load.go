@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandboxd/sandboxd/client"
 )
 
 // Result is one load run: one line of bench-results/results.jsonl.
@@ -89,10 +90,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // after -duration; requests during the warmup are not measured.
 func load(ctx context.Context, c loadConfig) (Result, error) {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", c.socket)
-		},
+		DialContext:         client.DialUnix(c.socket),
 		MaxIdleConnsPerHost: c.clients,
 		DisableKeepAlives:   c.fresh,
 		DisableCompression:  true,
