@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
@@ -266,5 +267,76 @@ func TestOverflowKeepsTrustOffUntilItsRescanIsDone(t *testing.T) {
 	p.add("c.out", fsnotify.Create)
 	if p.changes.Load() != 1 || p.quiet([]string{"c.out"}) {
 		t.Fatalf("gone then created again is a change: changes=%d", p.changes.Load())
+	}
+}
+
+// The unlink-only path (a trusted pick, no statx) against what leaves no inotify event in
+// the site: a file bind-mounted over an indexed entry (the kernel refuses to unlink a mount
+// point: the job is kept and the mount's source untouched) and an indexed symlink pointing
+// out of the site (removed as a link; its target stays). Both picks are first shown to be
+// trusted, so the path under test is the one taken.
+func TestTrustedUnlinkAdversarial(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := testenv.Tmpfs(t, 64<<20, 0)
+	outside := t.TempDir()
+	old := time.Now().Add(-20 * time.Hour)
+	makeFileJob(t, dir, "bind", old)
+	linkJob := makeFileJob(t, dir, "link", old)
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(outside, "src")
+	if err := os.WriteFile(src, []byte("mounted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "link.out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "link.out")); err != nil {
+		t.Fatal(err)
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, "link.out"), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	_, s := staticSite(t, dir, Options{})
+	watchUnapplied(t, s)
+	mnt := filepath.Join(dir, "bind.out")
+	if err := unix.Mount(src, mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+
+	var res PruneResult
+	picks, _, _ := s.choose(1000, true, &res)
+	markTrusted(s.raw, picks)
+	s.mu.Lock()
+	for _, p := range picks {
+		if !p.trusted {
+			t.Errorf("job %s not trusted: the unlink-only path is not what this test exercises", p.j.id)
+		}
+		p.j.busy = false
+		s.idx.place(p.j)
+	}
+	s.mu.Unlock()
+
+	r := s.prune(context.Background(), 1000, "drain", true)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
+		t.Fatalf("the symlink's target outside the site: %q, %v", b, err)
+	}
+	for _, n := range linkJob {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			t.Errorf("%s of the expired job with a symlink survived", n)
+		}
+	}
+	if b, err := os.ReadFile(src); err != nil || string(b) != "mounted\n" {
+		t.Fatalf("the bind mount's source: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(mnt); err != nil || string(b) != "mounted\n" {
+		t.Fatalf("the mount point in the site: %q, %v (it must not be unlinked)", b, err)
+	}
+	if r.Problem == "" {
+		t.Errorf("a job left in place because of a mount point is not reported: %+v", r)
 	}
 }
