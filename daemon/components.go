@@ -240,7 +240,7 @@ func (c *components) onReady(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 		c.mounts.Resume(rctx)
-		c.reclaim.Reclaim(rctx, reclaim.Request{Trigger: "startup"})
+		c.reclaim.Reclaim(rctx, reclaim.Request{Trigger: reclaim.TriggerStartup})
 	}()
 }
 

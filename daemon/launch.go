@@ -11,13 +11,10 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
 	"github.com/sandboxd/sandboxd/reclaim"
 	"github.com/sandboxd/sandboxd/retention"
 )
-
-// launchPruneBudget bounds how many files one launch call deletes itself; the rest of a
-// backlog drains in the background (FIELD-NOTES: unlink costs up to ~340 µs on ext4).
-const launchPruneBudget = 256
 
 // handleLaunch is POST /v1/launch (CONTRACT §5).
 func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
@@ -54,20 +51,9 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.LaunchResponse, error) {
 	cfg := d.config()
 	c := d.current()
-	deadline := cfg.Launch.Deadline
-	if req.Deadline != nil {
-		deadline = req.Deadline.D()
-	}
-	ctx, cancel := context.WithTimeout(ctx, deadline)
+	need := launchNeedsOf(cfg.Launch, req)
+	ctx, cancel := context.WithTimeout(ctx, need.deadline)
 	defer cancel()
-	needBytes := uint64(cfg.Launch.NeedBytes)
-	if req.NeedBytes != nil {
-		needBytes = uint64(*req.NeedBytes)
-	}
-	needInodes := cfg.Launch.NeedInodes
-	if req.NeedInodes != nil {
-		needInodes = *req.NeedInodes
-	}
 
 	// One mount check serves the whole call (it reads the watcher's last verdicts, never
 	// the mounts). Unknown names first: not_found outranks every other refusal.
@@ -76,82 +62,138 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 		return nil, api.NewProblem(api.CodeNotFound, "unknown mount(s) %s: configured mounts are named in [[mount]]",
 			strings.Join(unknownMounts, ", "))
 	}
-	resp := &api.LaunchResponse{OK: true, PrunedJobs: []string{}, Mounts: []api.Mount{}}
-	var notes []string
+	resp := &api.LaunchResponse{OK: true, PrunedJobs: []string{}, Mounts: nonNil(mounts)}
+	notes, err := c.pruneSite(ctx, req.Site, resp)
+	if err != nil {
+		return nil, err
+	}
 	path := ""
-	siteName := req.Site
-	if siteName != "" || len(c.sites.SiteNames()) == 1 {
-		pr, err := c.sites.Prune(ctx, siteName, launchPruneBudget)
-		if errors.Is(err, retention.ErrUnknownSite) {
-			return nil, api.NewProblem(api.CodeNotFound, "%v", err)
-		}
-		if err != nil && ctx.Err() == nil {
-			notes = append(notes, fmt.Sprintf("prune failed: %v", err))
-		}
-		site, serr := c.sites.Site(pr.Site)
-		if serr == nil {
-			resp.Site = &site
-			path = site.Path
-			siteName = site.Name
-		}
-		resp.Pruned, resp.FreedBytes = pr.Files, pr.Bytes
-		if pr.Jobs != nil {
-			resp.PrunedJobs = pr.Jobs
-		}
-		verb := "pruned"
-		if pr.Observed {
-			verb = "would prune (observe mode)"
-		}
-		notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %d files (%s) in this call",
-			siteName, api.FormatCount(uint64(max(site.Files, 0))), verb, pr.Files, api.FormatSize(uint64(max(pr.Bytes, 0)))))
-		if pr.Pending > 0 {
-			notes = append(notes, fmt.Sprintf("%d expired files left to the background drain", pr.Pending))
-		}
-		if pr.Problem != "" {
-			notes = append(notes, "site not cleaned: "+pr.Problem)
-		}
-	} else if len(c.sites.SiteNames()) > 1 {
-		return nil, api.NewProblem(api.CodeBadRequest, "field \"site\": required when several sites are configured (%s)",
-			strings.Join(c.sites.SiteNames(), ", "))
+	if resp.Site != nil {
+		path = resp.Site.Path
 	}
 	if path == "" && len(cfg.Filesystems) > 0 {
 		path = cfg.Filesystems[0].Path
 	}
-
-	fs, err := c.pressure.Measure(ctx, existingAncestor(path))
+	fs, notes, err := d.ensureSpace(ctx, c, path, need, notes)
 	if err != nil {
-		return nil, api.NewProblem(api.CodeInternal, "statfs %s: %v", path, err)
-	}
-	if short(fs, needBytes, needInodes) || belowReclaim(fs) {
-		run, rerr := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: "launch", NeedBytes: int64(needBytes),
-			NeedInodes: needInodes, Filesystems: []string{fs.Path}})
-		switch {
-		case errors.Is(rerr, reclaim.ErrBusy):
-			if short(fs, needBytes, needInodes) {
-				return nil, d.busyProblem(fs, notes)
-			}
-		case rerr != nil:
-			notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))
-		default:
-			notes = append(notes, fmt.Sprintf("reclaim freed %s and %d files (verdict %s)",
-				api.FormatSize(uint64(max(run.FreedBytes, 0))), run.FreedFiles, run.Verdict))
-		}
-		if m, err := c.pressure.Measure(context.WithoutCancel(ctx), existingAncestor(path)); err == nil {
-			fs = m
-		}
+		return nil, err
 	}
 	resp.Filesystem = &fs
+	return launchVerdict(resp, need, mok, mdetail, notes)
+}
 
-	var fails []*api.Problem
-	if short(fs, needBytes, needInodes) {
-		fails = append(fails, spaceProblem(fs, needBytes, needInodes, notes))
+// launchNeeds is what one launch call asks for: the [launch] defaults, overridden by
+// the request's own fields.
+type launchNeeds struct {
+	deadline time.Duration
+	bytes    uint64
+	inodes   uint64
+}
+
+func launchNeedsOf(cfg config.Launch, req api.LaunchRequest) launchNeeds {
+	n := launchNeeds{deadline: cfg.Deadline, bytes: uint64(cfg.NeedBytes), inodes: cfg.NeedInodes}
+	if req.Deadline != nil {
+		n.deadline = req.Deadline.D()
 	}
-	resp.Mounts = nonNil(mounts)
-	if !mok {
-		fails = append(fails, api.NewProblem(api.CodeMountUnavailable, "%s", mdetail))
+	if req.NeedBytes != nil {
+		n.bytes = uint64(*req.NeedBytes)
+	}
+	if req.NeedInodes != nil {
+		n.inodes = *req.NeedInodes
+	}
+	return n
+}
+
+// short says the filesystem cannot hold what the call needs.
+func (n launchNeeds) short(fs api.Filesystem) bool { return short(fs, n.bytes, n.inodes) }
+
+// pruneSite runs the call's bounded retention on its site (name "" = the only site) and
+// fills resp's site and prune fields; it returns the notes the detail line carries. No
+// site is pruned when none is configured; a missing name among several is bad_request.
+func (c *components) pruneSite(ctx context.Context, name string, resp *api.LaunchResponse) ([]string, error) {
+	names := c.sites.SiteNames()
+	if name == "" && len(names) != 1 {
+		if len(names) > 1 {
+			return nil, api.NewProblem(api.CodeBadRequest, "field \"site\": required when several sites are configured (%s)",
+				strings.Join(names, ", "))
+		}
+		return nil, nil
+	}
+	var notes []string
+	pr, err := c.sites.Prune(ctx, name, retention.DefaultCallBudget)
+	if errors.Is(err, retention.ErrUnknownSite) {
+		return nil, api.NewProblem(api.CodeNotFound, "%v", err)
+	}
+	if err != nil && ctx.Err() == nil {
+		notes = append(notes, fmt.Sprintf("prune failed: %v", err))
+	}
+	site, serr := c.sites.Site(pr.Site)
+	if serr == nil {
+		resp.Site = &site
+		name = site.Name
+	}
+	resp.Pruned, resp.FreedBytes = pr.Files, pr.Bytes
+	if pr.Jobs != nil {
+		resp.PrunedJobs = pr.Jobs
+	}
+	verb := "pruned"
+	if pr.Observed {
+		verb = "would prune (observe mode)"
+	}
+	notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %d files (%s) in this call",
+		name, api.FormatCount(uint64(max(site.Files, 0))), verb, pr.Files, api.FormatSize(uint64(max(pr.Bytes, 0)))))
+	if pr.Pending > 0 {
+		notes = append(notes, fmt.Sprintf("%d expired files left to the background drain", pr.Pending))
+	}
+	if pr.Problem != "" {
+		notes = append(notes, "site not cleaned: "+pr.Problem)
+	}
+	return notes, nil
+}
+
+// ensureSpace measures the filesystem that holds path and, when the call's needs do not
+// fit or it is below a reclaim threshold, runs reclaim and measures again. It refuses
+// only with busy: a call that does not fit while another reclaim holds the lock.
+func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
+	fs, err := c.pressure.Measure(ctx, existingAncestor(path))
+	if err != nil {
+		return fs, notes, api.NewProblem(api.CodeInternal, "statfs %s: %v", path, err)
+	}
+	if !need.short(fs) && !belowReclaim(fs) {
+		return fs, notes, nil
+	}
+	run, rerr := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: reclaim.TriggerLaunch, NeedBytes: int64(need.bytes),
+		NeedInodes: need.inodes, Filesystems: []string{fs.Path}})
+	switch {
+	case errors.Is(rerr, reclaim.ErrBusy):
+		if need.short(fs) {
+			return fs, notes, d.busyProblem(fs, notes)
+		}
+	case rerr != nil:
+		notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))
+	default:
+		notes = append(notes, fmt.Sprintf("reclaim freed %s and %d files (verdict %s)",
+			api.FormatSize(uint64(max(run.FreedBytes, 0))), run.FreedFiles, run.Verdict))
+	}
+	if m, err := c.pressure.Measure(context.WithoutCancel(ctx), existingAncestor(path)); err == nil {
+		fs = m
+	}
+	return fs, notes, nil
+}
+
+// launchVerdict answers the call from what it measured: every failure (space, mounts)
+// merged into one refusal, else ok, with replace advice below a replace threshold.
+func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mountDetail string, notes []string) (*api.LaunchResponse, error) {
+	fs := *resp.Filesystem
+	var fails []*api.Problem
+	if need.short(fs) {
+		fails = append(fails, spaceProblem(fs, need.bytes, need.inodes, notes))
+	}
+	if !mountsOK {
+		fails = append(fails, api.NewProblem(api.CodeMountUnavailable, "%s", mountDetail))
 	}
 	if len(fails) > 0 {
-		return nil, mergeProblems(fails, &fs, resp.Mounts)
+		return nil, mergeProblems(fails, resp.Filesystem, resp.Mounts)
 	}
 	if belowReplace(fs) {
 		a := "replace"

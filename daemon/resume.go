@@ -60,7 +60,7 @@ func (d *Daemon) handleReclaim(w http.ResponseWriter, r *http.Request) error {
 		target = int64(*req.TargetFree)
 	}
 	c := d.current()
-	run, err := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: "manual", DryRun: req.DryRun,
+	run, err := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: reclaim.TriggerManual, DryRun: req.DryRun,
 		TargetFree: target, ReleaseReserve: req.ReleaseReserve})
 	if errors.Is(err, reclaim.ErrBusy) {
 		return d.busyProblem(firstFS(c.pressure.Snapshot()), nil)
