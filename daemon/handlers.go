@@ -121,8 +121,21 @@ func (d *Daemon) handleConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"toml": string(b)})
+	writeJSON(w, http.StatusOK, api.ConfigView{TOML: string(b), InForce: d.inForce()})
 	return nil
+}
+
+// inForce reads the values whose zero has a meaning of its own back from the running
+// components, so a "0s" that a default replaced would show here (issue 10).
+func (d *Daemon) inForce() map[string]any {
+	c := d.current()
+	t := c.pressure.Timings()
+	return map[string]any{
+		"health.sample_interval":   t.SampleInterval.String(),
+		"health.transition_period": t.TransitionPeriod.String(),
+		"reclaim.lead_time":        t.LeadTime.String(),
+		"reclaim.cooldown":         c.reclaim.Cooldown().String(),
+	}
 }
 
 func cacheRoots(in []reclaim.CacheInfo) []api.CacheRoot {

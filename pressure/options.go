@@ -25,14 +25,19 @@ type FSConfig struct {
 	WarnTimeToFull time.Duration
 }
 
-// Options configure a Watcher. Zero values take the defaults named on each field.
+// Options configure a Watcher. Zero values take the defaults named on each field, except
+// TransitionPeriod and LeadTime, whose zero means what the config documents for "0s"
+// (clear at once; static thresholds only), so the daemon's "0s" is never replaced by a
+// default (issue 10).
 type Options struct {
 	Filesystems []FSConfig
 	// SampleInterval is how often every filesystem is sampled (default 1s).
 	SampleInterval time.Duration
-	// TransitionPeriod is how long a condition must stay false before it clears (default 1m).
+	// TransitionPeriod is how long a condition must stay false before it clears; 0 clears
+	// it at the first sample that shows the signal false ([health] transition_period).
 	TransitionPeriod time.Duration
-	// LeadTime scales the adaptive reclaim threshold: growth rate × LeadTime (default 10m).
+	// LeadTime scales the adaptive reclaim threshold: growth rate × LeadTime; 0 keeps the
+	// static thresholds only ([reclaim] lead_time).
 	LeadTime time.Duration
 	// StatfsTimeout is how long a statfs may stay unanswered before its filesystem is
 	// marked stale (default max(2 × SampleInterval, 1s); an explicit value is used as is).
@@ -53,12 +58,8 @@ func (o Options) withDefaults() Options {
 	if o.SampleInterval <= 0 {
 		o.SampleInterval = time.Second
 	}
-	if o.TransitionPeriod <= 0 {
-		o.TransitionPeriod = time.Minute
-	}
-	if o.LeadTime <= 0 {
-		o.LeadTime = 10 * time.Minute
-	}
+	o.TransitionPeriod = max(o.TransitionPeriod, 0)
+	o.LeadTime = max(o.LeadTime, 0)
 	if o.StatfsTimeout <= 0 {
 		o.StatfsTimeout = max(2*o.SampleInterval, time.Second)
 	}

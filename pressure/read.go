@@ -69,3 +69,14 @@ func copyFig(f api.Filesystem) api.Filesystem {
 	}
 	return f
 }
+
+// Timings are the durations the Watcher runs with, for /v1/config's in_force: what is in
+// force, read back from the running component rather than from the config file.
+type Timings struct {
+	SampleInterval, TransitionPeriod, LeadTime time.Duration
+}
+
+// Timings returns the durations in force.
+func (w *Watcher) Timings() Timings {
+	return Timings{SampleInterval: w.opts.SampleInterval, TransitionPeriod: w.opts.TransitionPeriod, LeadTime: w.opts.LeadTime}
+}

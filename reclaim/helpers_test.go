@@ -77,7 +77,7 @@ func (e *env) options() Options {
 	return Options{
 		AutoCaches: []string{"pnpm", "npm", "yarn", "pip", "uv", "go-build", "go-mod", "cargo", "apt"},
 		Protect:    []string{filepath.Join(e.root, "home")},
-		MinAge:     2 * time.Minute, Headroom: 16 * mib,
+		MinAge:     2 * time.Minute, Headroom: 16 * mib, Cooldown: 10 * time.Minute,
 		Filesystems:    []string{e.root},
 		HomeRoots:      []string{filepath.Join(e.root, "home", "*")},
 		AptArchives:    filepath.Join(e.root, "apt-archives"),

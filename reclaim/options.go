@@ -41,7 +41,8 @@ type ReserveConfig struct {
 	Bytes      int64
 }
 
-// Options configure a Reclaimer. Zero values take the defaults named on each field.
+// Options configure a Reclaimer. Zero values take the defaults named on each field; a zero
+// Cooldown, MinAge or Headroom means zero.
 type Options struct {
 	Caches     []CacheConfig
 	AutoCaches []string // kinds to discover (see kinds.go)
@@ -50,8 +51,11 @@ type Options struct {
 	Headroom   int64         // bytes above the reclaim threshold to reclaim to
 	// HeadroomInodes is resolved against the filesystem's f_files.
 	HeadroomInodes units.Threshold
-	Cooldown       time.Duration // automatic runs per filesystem (default 10m)
-	MaxRunsPerHour int           // per trigger (default 6)
+	// Cooldown spaces automatic runs per filesystem; 0 means no cooldown, as [reclaim]
+	// cooldown = "0s" says (a default in its place made a launch at 0 B free answer
+	// "reclaim freed 0 B" beside an hour of reclaimable cache, issue 10).
+	Cooldown       time.Duration
+	MaxRunsPerHour int // per trigger (default 6)
 	Reserves       []ReserveConfig
 	Filesystems    []string // watched paths
 	HomeRoots      []string // globs where auto caches are found (default /root, /home/*)
@@ -89,9 +93,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Cooldown <= 0 {
-		o.Cooldown = 10 * time.Minute
-	}
+	o.Cooldown = max(o.Cooldown, 0)
 	if o.MaxRunsPerHour <= 0 {
 		o.MaxRunsPerHour = 6
 	}

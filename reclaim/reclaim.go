@@ -241,3 +241,6 @@ func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work [
 	}
 	run.FinishedAt = r.opts.Now()
 }
+
+// Cooldown is the reclaim cooldown in force (0: none), for /v1/config's in_force.
+func (r *Reclaimer) Cooldown() time.Duration { return r.opts.Cooldown }

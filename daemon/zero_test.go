@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// zeroKeys sets the durations whose "0s" has a documented meaning of its own.
+func zeroKeys(o *Options) {
+	o.Config.Health.TransitionPeriod = 0
+	o.Config.Reclaim.LeadTime = 0
+	o.Config.Reclaim.Cooldown = 0
+}
+
+func condition(st *api.Status, typ, subject string) api.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ && c.Subject == subject {
+			return c
+		}
+	}
+	return api.Condition{}
+}
+
+// TestZeroDurationsMeanWhatTheDocsSay: transition_period "0s" clears at once, lead_time
+// "0s" keeps the static threshold under a fast fill, cooldown "0s" lets a second launch
+// reclaim, and /v1/config shows "0s" for each as in force (issue 10, item 5).
+func TestZeroDurationsMeanWhatTheDocsSay(t *testing.T) {
+	mnt := testenv.Tmpfs(t, 64<<20, 0)
+	cache := filepath.Join(mnt, "cache")
+	os.Mkdir(cache, 0o755)
+	body := fmt.Sprintf(`site = []
+[[filesystem]]
+path = %q
+reclaim_below = "2MiB"
+replace_below = "512KiB"
+reserve = "0"
+[[reclaim.cache]]
+name = "pkgs"
+path = %q
+`, mnt, cache)
+	td := startDaemon(t, body, zeroKeys)
+	ctx := context.Background()
+
+	_, _, raw := td.do(t, "GET", "/v1/config", "")
+	var view api.ConfigView
+	if err := json.Unmarshal([]byte(raw), &view); err != nil {
+		t.Fatalf("/v1/config: %v: %s", err, raw)
+	}
+	for _, k := range []string{"health.transition_period", "reclaim.lead_time", "reclaim.cooldown"} {
+		if view.InForce[k] != "0s" {
+			t.Errorf("/v1/config in_force %s = %v, want 0s", k, view.InForce[k])
+		}
+	}
+
+	// lead_time "0s": a fast fill is seen as growth, yet the threshold stays the static one
+	// (with lead_time = 10m it jumps to the 16 MiB cap of a 64 MiB disk).
+	user := filepath.Join(mnt, "userdata")
+	var fs api.Filesystem
+	for i := 1; i <= 8; i++ {
+		testenv.Fill(user, int64(i)<<22)
+		time.Sleep(150 * time.Millisecond)
+		st, err := td.client.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs = st.Filesystems[0]; fs.ReclaimThresholdBytes != 2<<20 {
+			t.Fatalf("lead_time 0s: reclaim threshold %d (%s) under a fill, want the static 2 MiB", fs.ReclaimThresholdBytes, fs.ReclaimThresholdWhy)
+		}
+	}
+	poll(t, 5*time.Second, "the fill to be seen as growth", func() bool {
+		st, _ := td.client.Status(ctx)
+		return st.Filesystems[0].GrowthBytesPerSecond > 0
+	})
+
+	// transition_period "0s": DiskPressure raised at 0 B free clears at the first sample
+	// with room again (with the 1m default it holds for a minute).
+	fillToFull(t, mnt)
+	poll(t, 5*time.Second, "DiskPressure at 0 B free", func() bool {
+		st, _ := td.client.Status(ctx)
+		return condition(st, api.CondDiskPressure, mnt).Status
+	})
+	os.Remove(filepath.Join(mnt, "userdata"))
+	poll(t, 5*time.Second, "DiskPressure to clear at once", func() bool {
+		st, _ := td.client.Status(ctx)
+		return !condition(st, api.CondDiskPressure, mnt).Status
+	})
+
+	// cooldown "0s": two launches at 0 B free a moment apart both reclaim hour-old cache
+	// entries; with the 10m default the second answered replace_sandbox "reclaim freed 0 B".
+	old := time.Now().Add(-time.Hour)
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 4; i++ {
+			p := filepath.Join(cache, fmt.Sprintf("r%d-pkg%d.tgz", round, i))
+			testenv.Fill(p, 1<<20)
+			os.Chtimes(p, old, old)
+		}
+		fillToFull(t, mnt)
+		status, r, p := launch(t, td, `{"need_bytes":"1MiB"}`)
+		if status != 200 {
+			t.Fatalf("launch %d at 0 B free with cooldown 0s: %d %s: %s", round+1, status, p.Code, p.Detail)
+		}
+		if strings.Contains(r.Detail, "cooldown") || r.Filesystem.AvailBytes < 1<<20 {
+			t.Fatalf("launch %d: %s", round+1, r.Detail)
+		}
+		os.Remove(filepath.Join(mnt, "userdata"))
+	}
+	if left, _ := os.ReadDir(cache); len(left) > 4 {
+		t.Errorf("%d cache entries left after two reclaims", len(left))
+	}
+}
