@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,183 @@ const (
 		unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | watchFlags
 	goneMask = unix.IN_DELETE | unix.IN_MOVED_FROM | watchFlags
 )
+
+// pending collects inotify events between two passes of the site loop, coalesced by name:
+// the reader only takes a small lock (once per read, for the batched reader) and never
+// waits for the index, so the kernel queue (or fsnotify's unbuffered channels, in the
+// fallback) is drained as fast as it fills. Ops use fsnotify's Op bits either way.
+type pending struct {
+	mu  sync.Mutex
+	ops map[string]fsnotify.Op
+	// inflight holds what take handed over until the site loop has applied it (done): a
+	// drain asking whether the index is current must see those names too; and an
+	// overflow taken is not over until its rescan is done (inflightLost).
+	inflight     map[string]fsnotify.Op
+	inflightLost bool
+	overflow     bool // the kernel dropped events, or we would keep too many: rescan
+	rootGone     bool // the watched directory itself was removed or moved
+	kick         chan struct{}
+
+	// What quiet needs, kept countable without the lock (see rawWatch.quiet): how many
+	// names in ops and inflight have a change pending (not only a going), and whether
+	// events may have been lost.
+	opsChanges, inflightChanges int
+	changes                     atomic.Int64
+	lost                        atomic.Bool
+}
+
+// isChange: the events of a name say it may be younger than the index thinks.
+func isChange(op fsnotify.Op) bool { return op != 0 && !goneOp(op) }
+
+// publish refreshes the lock-free figures; p.mu is held.
+func (p *pending) publish() {
+	p.changes.Store(int64(p.opsChanges + p.inflightChanges))
+	p.lost.Store(p.overflow || p.inflightLost || p.rootGone)
+}
+
+// maxPending bounds the coalesced names kept between passes; past it a rescan is cheaper.
+const maxPending = 1 << 16
+
+func newPending() *pending {
+	return &pending{ops: map[string]fsnotify.Op{}, kick: make(chan struct{}, 1)}
+}
+
+func (p *pending) add(name string, op fsnotify.Op) {
+	p.mu.Lock()
+	p.addLocked(name, op, false)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// addLocked records one event; name "" is the root itself.
+func (p *pending) addLocked(name string, op fsnotify.Op, overflow bool) {
+	switch {
+	case overflow:
+		p.overflowLocked()
+	case name == "":
+		if op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename) {
+			p.rootGone = true
+			p.publish()
+		}
+	case p.overflow:
+	case len(p.ops) >= maxPending:
+		p.overflowLocked()
+	default:
+		before := p.ops[name]
+		p.ops[name] = before | op
+		if isChange(before|op) && !isChange(before) {
+			p.opsChanges++
+			p.publish()
+		}
+	}
+}
+
+func (p *pending) overflowLocked() {
+	p.overflow = true
+	clear(p.ops)
+	p.opsChanges = 0
+	p.publish()
+}
+
+func (p *pending) setOverflow() {
+	p.mu.Lock()
+	p.overflowLocked()
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *pending) signal() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take hands over what was collected; done says it has been applied.
+func (p *pending) take() (ops map[string]fsnotify.Op, overflow, rootGone bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ops, overflow, rootGone = p.ops, p.overflow, p.rootGone
+	p.ops, p.overflow, p.rootGone = map[string]fsnotify.Op{}, false, false
+	p.inflight, p.inflightLost = ops, overflow || rootGone
+	p.inflightChanges, p.opsChanges = p.opsChanges, 0
+	p.publish()
+	return
+}
+
+func (p *pending) done() {
+	p.mu.Lock()
+	p.inflight, p.inflightLost, p.inflightChanges = nil, false, 0
+	p.publish()
+	p.mu.Unlock()
+}
+
+// goneOp: the events of a name say only that it went (and was not created again).
+func goneOp(op fsnotify.Op) bool {
+	return !op.Has(fsnotify.Create) && (op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename))
+}
+
+// takeGone hands over the names whose events say only that they went.
+func (p *pending) takeGone() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gone []string
+	for n, op := range p.ops {
+		if goneOp(op) {
+			gone = append(gone, n)
+			delete(p.ops, n)
+		}
+	}
+	return gone
+}
+
+// quiet reports whether no event for any of names waits to be applied, other than its
+// going away (an unlink of a name already gone changes nothing). The caller flushed the
+// kernel queue first; an overflow means nothing is known.
+func (p *pending) quiet(names []string) bool {
+	if p.overflow || p.inflightLost || p.rootGone {
+		return false
+	}
+	for _, n := range names {
+		if op, ok := p.ops[n]; ok && !goneOp(op) {
+			return false
+		}
+		if op, ok := p.inflight[n]; ok && !goneOp(op) {
+			return false
+		}
+	}
+	return true
+}
+
+// readEvents drains an fsnotify watcher into p until the watcher closes: the fallback
+// when the batched reader (rawWatch) cannot be set up.
+func readEvents(w *fsnotify.Watcher, prefix string, p *pending) {
+	events, errs := w.Events, w.Errors
+	for events != nil || errs != nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			name := ev.Name
+			if name == strings.TrimSuffix(prefix, "/") {
+				name = ""
+			} else {
+				name = strings.TrimPrefix(name, prefix)
+			}
+			p.add(name, ev.Op)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				p.setOverflow()
+			}
+		}
+	}
+}
 
 // rawWatch is an inotify watch on one directory, read in batches into a pending set.
 type rawWatch struct {
