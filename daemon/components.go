@@ -149,9 +149,8 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites 
 
 // pruneSiteActions is rung 1 of the ladder: expired entries of every site, as actions.
 func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) []api.Action {
-	results, err := sites.PruneAll(ctx)
 	var out []api.Action
-	for _, r := range results {
+	for _, r := range sites.PruneAll(ctx) {
 		st := api.ActionDone
 		if r.Observed {
 			st = api.ActionObserved
@@ -161,9 +160,6 @@ func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) [
 			a.Status, a.Error = api.ActionSkipped, r.Problem
 		}
 		out = append(out, a)
-	}
-	if err != nil {
-		out = append(out, api.Action{Source: "sites", Kind: api.ActionPruneSite, Status: api.ActionFailed, Error: err.Error()})
 	}
 	return out
 }

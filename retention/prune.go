@@ -33,6 +33,94 @@ const launchPruneTime = 2 * time.Millisecond
 // DefaultCallBudget bounds the entries one launch call prunes when the caller gives no bound.
 const DefaultCallBudget = 256
 
+// Prune is the launch call's retention on one site ("" = the only site): expired jobs,
+// then the oldest past min_age while over the limits, at most maxFiles entries (<= 0:
+// DefaultCallBudget) and never past ctx. It reads only the index and cached liveness,
+// never /proc or the directory listing; what is left is drained in the background and
+// counted in Pending. A site that cannot be cleaned says why in Problem (not an error).
+func (m *Manager) Prune(ctx context.Context, site string, maxFiles int) (PruneResult, error) {
+	s, err := m.site(site)
+	if err != nil {
+		return PruneResult{}, err
+	}
+	if maxFiles <= 0 {
+		maxFiles = DefaultCallBudget
+	}
+	m.waitStarted(ctx, s)
+	r := s.prune(ctx, maxFiles, pruneLaunch)
+	if r.Pending > 0 {
+		s.kickDrain()
+	}
+	return r, nil
+}
+
+// PruneAll is rung 1 of a resume: retention on every site (expired jobs, then limits),
+// unbounded in count but stopping when ctx ends. What fails stays with its site, in its
+// result's Problem.
+func (m *Manager) PruneAll(ctx context.Context) []PruneResult {
+	var out []PruneResult
+	for _, s := range m.siteList() {
+		m.waitStarted(ctx, s)
+		r := s.prune(ctx, math.MaxInt, pruneResume)
+		if r.Pending > 0 {
+			s.kickDrain()
+		}
+		out = append(out, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out
+}
+
+// waitStarted lets a call made right after start-up find the site scanned, within ctx.
+func (m *Manager) waitStarted(ctx context.Context, s *site) {
+	m.mu.Lock()
+	running := m.runCtx != nil
+	m.mu.Unlock()
+	if !running {
+		return
+	}
+	select {
+	case <-s.started:
+	case <-ctx.Done():
+	}
+}
+
+// pruneMode is who prunes a site, which sets the bounds of the call: a launch call
+// (its count budget and launchPruneTime), a resume (no count bound, only its ctx), or a
+// background drain batch (drainBatchTime; liveness re-checked first; it yields to a
+// waiting launch call and is not counted as one).
+type pruneMode int
+
+const (
+	pruneLaunch pruneMode = iota
+	pruneResume
+	pruneDrain
+)
+
+// String is the mode as the prune event's trigger field names it.
+func (m pruneMode) String() string {
+	switch m {
+	case pruneLaunch:
+		return "launch"
+	case pruneResume:
+		return "resume"
+	}
+	return "drain"
+}
+
+// timeBound is how long the mode deletes before it takes no new job (0: no bound).
+func (m pruneMode) timeBound() time.Duration {
+	switch m {
+	case pruneLaunch:
+		return launchPruneTime
+	case pruneDrain:
+		return drainBatchTime
+	}
+	return 0
+}
+
 // maxEventJobs caps the job ids listed in one prune event.
 const maxEventJobs = 50
 
@@ -60,25 +148,17 @@ type pick struct {
 // the site is over max_files or max_bytes, the oldest jobs past min_age (count, bytes).
 // Only jobs whose cached liveness is dead are candidates; drain batches re-check liveness
 // of their picks first. It never waits for the prune lock past ctx.
-func (s *site) prune(ctx context.Context, maxFiles int, trigger string, drain bool) PruneResult {
-	res, _ := s.pruneClaimed(ctx, maxFiles, trigger, drain)
+func (s *site) prune(ctx context.Context, maxFiles int, mode pruneMode) PruneResult {
+	res, _ := s.pruneClaimed(ctx, maxFiles, mode)
 	return res
 }
 
 // pruneClaimed is prune that also says how many jobs it claimed (the drain goes on while
 // it claims any, even when they all turned out to be alive or too young).
-func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, drain bool) (PruneResult, int) {
+func (s *site) pruneClaimed(ctx context.Context, maxFiles int, mode pruneMode) (PruneResult, int) {
 	res := PruneResult{Site: s.name, Observed: s.m.opts.Observe, ByReason: map[string]int64{}}
-	if !drain {
-		s.waiting.Add(1)
-	}
-	select {
-	case s.sem <- struct{}{}:
-		if !drain {
-			s.waiting.Add(-1)
-		}
-	case <-ctx.Done():
-		s.waiting.Add(-1)
+	drain := mode == pruneDrain
+	if !s.lockPrune(ctx, drain) {
 		res.Pending = s.pending()
 		res.Problem = "prune skipped: the deadline passed while a background drain batch held the site"
 		return res, 0
@@ -118,13 +198,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 	}
 	// Time bounds, besides the count: at least one job, then no new job once the bound has
 	// passed; what is left stays claimed-but-untouched and finish puts it back in the heap.
-	var bound time.Duration
-	switch {
-	case drain:
-		bound = drainBatchTime
-	case trigger == "launch":
-		bound = launchPruneTime
-	}
+	bound := mode.timeBound()
 	start := time.Now()
 	for i := range picks {
 		if picks[i].err != nil {
@@ -147,17 +221,27 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, trigger string, d
 		markTrusted(w, picks[i:i+1])
 		s.deleteJob(ctx, root, d, &picks[i])
 	}
-	s.finish(picks, now, trigger, drain, &res)
+	s.finish(picks, now, mode, &res)
 	return res, claimed
 }
 
-// names lists the pick's entry names.
-func (p *pick) names() []string {
-	out := make([]string, len(p.ents))
-	for i := range p.ents {
-		out[i] = p.ents[i].name
+// lockPrune takes the site's prune lock, or reports false once ctx ends first. A call
+// that is not a drain counts itself in waiting while it waits, so a drain batch in
+// progress ends after the job in hand.
+func (s *site) lockPrune(ctx context.Context, drain bool) bool {
+	if !drain {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
 	}
-	return out
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		if drain {
+			s.waiting.Add(-1)
+		}
+		return false
+	}
 }
 
 // choose claims the jobs to prune, under the site lock. With nothing expired and the site
@@ -269,83 +353,10 @@ func markTrusted(w *rawWatch, picks []pick) {
 	}
 }
 
-// deleteJob removes one job's entries through the site root's open Dir, the pid file
-// last, so a job cut short still shows whose it was. A trusted pick costs one unlinkat per
-// file. Otherwise each entry is verified first, one statx each (the age recheck, which
-// also gives the type and the bytes freed); directories go first (a tree with a newer file
-// inside is kept, and then nothing else of the job goes), and if an entry became younger
-// than the cutoff, nothing is removed.
-func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, p *pick) {
-	dev := root.Dev()
-	var ents []safefs.Entry
-	if p.trusted {
-		ents = make([]safefs.Entry, 0, len(p.ents))
-		for _, e := range p.ents {
-			ents = append(ents, safefs.Entry{
-				Name: e.name, Type: uint32(e.typ) << 12, Size: e.size, Ino: e.ino, Dev: dev,
-				Mtime: timeFromNanos(e.mtime), Nlink: 1, Blocks: int64(e.blocks),
-			})
-		}
-	} else {
-		ents = make([]safefs.Entry, 0, len(p.ents))
-		for _, n := range p.names() {
-			e, err := d.Lstat(n)
-			if err != nil {
-				p.gone = append(p.gone, n)
-				continue // gone already
-			}
-			if e.Dev != dev || e.MountRoot {
-				continue // a mount point: never removed
-			}
-			if e.Mtime.UnixNano() >= p.cutoff {
-				p.ups = statNames(root.Fd(), dev, p.names())
-				return
-			}
-			ents = append(ents, e)
-		}
-	}
-	rank := func(e safefs.Entry) int {
-		switch {
-		case e.IsDir():
-			return 0 // what OnlyOlderThan may keep, so before anything else goes
-		case isPidFile(e.Name):
-			return 2
-		}
-		return 1
-	}
-	slices.SortStableFunc(ents, func(a, b safefs.Entry) int { return rank(a) - rank(b) })
-	opts := safefs.RemoveOptions{MakeWritable: true}
-	if p.cutoff != math.MinInt64 {
-		opts.OnlyOlderThan = timeFromNanos(p.cutoff)
-	}
-	for _, e := range ents {
-		st, err := d.RemoveEntry(ctx, e, opts)
-		p.freed += st.Bytes
-		switch {
-		case st.Files+st.Dirs > 0 && st.Skipped == 0 && err == nil:
-			p.removed = append(p.removed, e.Name)
-			continue
-		case st.Files+st.Dirs+st.Skipped == 0 && err == nil:
-			p.gone = append(p.gone, e.Name) // unlinked by someone else meanwhile
-			continue
-		}
-		if err == nil {
-			err = fmt.Errorf("prune %s/%s: left in place (newer, or a mount point beneath)", d.Path(), e.Name)
-		}
-		if st.Files+st.Dirs > 0 {
-			p.removed = append(p.removed, e.Name) // partly: the index rescans what is left
-		}
-		p.err = err
-		if len(p.removed) == 0 {
-			return // nothing of the job is gone yet: keep it whole
-		}
-	}
-}
-
 // finish applies what the picks did to the index and the counters and reports it.
 // A drain batch leaves Pending at zero: counting it walks every expired job, which a
 // batch every few milliseconds need not pay for (the status and launch calls count it).
-func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *PruneResult) {
+func (s *site) finish(picks []pick, now int64, mode pruneMode, res *PruneResult) {
 	var errs []string
 	s.mu.Lock()
 	for i := range picks {
@@ -388,7 +399,7 @@ func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *
 	if res.Files > 0 {
 		s.lastPrune = timeFromNanos(now)
 	}
-	if !drain {
+	if mode != pruneDrain {
 		res.Pending = s.pendingLocked(now)
 	}
 	name := s.name
@@ -397,7 +408,7 @@ func (s *site) finish(picks []pick, now int64, trigger string, drain bool, res *
 		res.Problem = fmt.Sprintf("%d jobs not fully pruned; first: %s", len(errs), errs[0])
 	}
 	if res.Files > 0 || len(errs) > 0 {
-		s.m.emit(pruneEvent(name, trigger, res, errs))
+		s.m.emit(pruneEvent(name, mode.String(), res, errs))
 	}
 }
 

@@ -185,7 +185,7 @@ func (s *site) drainLoop(ctx context.Context) {
 				continue
 			}
 			start := time.Now()
-			r, claimed := s.pruneClaimed(ctx, batch, "drain", true)
+			r, claimed := s.pruneClaimed(ctx, batch, pruneDrain)
 			if claimed == 0 {
 				break
 			}

@@ -1,65 +1,10 @@
 package retention
 
 import (
-	"context"
-	"math"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 )
-
-// Prune is the launch call's retention on one site ("" = the only site): expired jobs,
-// then the oldest past min_age while over the limits, at most maxFiles entries (<= 0:
-// DefaultCallBudget) and never past ctx. It reads only the index and cached liveness,
-// never /proc or the directory listing; what is left is drained in the background and
-// counted in Pending. A site that cannot be cleaned says why in Problem (not an error).
-func (m *Manager) Prune(ctx context.Context, site string, maxFiles int) (PruneResult, error) {
-	s, err := m.site(site)
-	if err != nil {
-		return PruneResult{}, err
-	}
-	if maxFiles <= 0 {
-		maxFiles = DefaultCallBudget
-	}
-	m.waitStarted(ctx, s)
-	r := s.prune(ctx, maxFiles, "launch", false)
-	if r.Pending > 0 {
-		s.kickDrain()
-	}
-	return r, nil
-}
-
-// PruneAll is rung 1 of a resume: retention on every site (expired jobs, then limits),
-// unbounded in count but stopping when ctx ends.
-func (m *Manager) PruneAll(ctx context.Context) ([]PruneResult, error) {
-	var out []PruneResult
-	for _, s := range m.siteList() {
-		m.waitStarted(ctx, s)
-		r := s.prune(ctx, math.MaxInt, "resume", false)
-		if r.Pending > 0 {
-			s.kickDrain()
-		}
-		out = append(out, r)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return out, nil
-}
-
-// waitStarted lets a call made right after start-up find the site scanned, within ctx.
-func (m *Manager) waitStarted(ctx context.Context, s *site) {
-	m.mu.Lock()
-	running := m.runCtx != nil
-	m.mu.Unlock()
-	if !running {
-		return
-	}
-	select {
-	case <-s.started:
-	case <-ctx.Done():
-	}
-}
 
 // Snapshot is every site as /v1/status shows it, in config order.
 func (m *Manager) Snapshot() []api.Site {

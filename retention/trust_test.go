@@ -87,7 +87,7 @@ func TestDrainTrustsTheIndexOnlyWithoutPendingChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := s.prune(context.Background(), 1000, "drain", true)
+	r := s.prune(context.Background(), 1000, pruneDrain)
 	if r.Files != int64(len(stale)) || !slices.Equal(r.Jobs, []string{"stale"}) {
 		t.Fatalf("pruned %d files of jobs %v, want the %d of job stale only", r.Files, r.Jobs, len(stale))
 	}
@@ -221,7 +221,7 @@ func TestPartialIndexPrunesByAgeOnly(t *testing.T) {
 	s.ready, s.filling, s.problem = false, true, notScanned // as during the first scan
 	s.mu.Unlock()
 
-	r := s.prune(context.Background(), 1000, "drain", true)
+	r := s.prune(context.Background(), 1000, pruneDrain)
 	if r.ByReason[ReasonAge] != int64(len(expired)) || r.ByReason[ReasonCount] != 0 {
 		t.Fatalf("partial index pruned %v, want the %d expired files by age only", r.ByReason, len(expired))
 	}
@@ -234,7 +234,7 @@ func TestPartialIndexPrunesByAgeOnly(t *testing.T) {
 	s.mu.Lock()
 	s.ready, s.filling, s.problem = true, false, ""
 	s.mu.Unlock()
-	r = s.prune(context.Background(), 1000, "drain", true)
+	r = s.prune(context.Background(), 1000, pruneDrain)
 	if r.ByReason[ReasonCount] != 18 {
 		t.Fatalf("complete index pruned %v for count, want the 3 oldest jobs (18 files) to go", r.ByReason)
 	}
@@ -321,7 +321,7 @@ func TestTrustedUnlinkAdversarial(t *testing.T) {
 	}
 	s.mu.Unlock()
 
-	r := s.prune(context.Background(), 1000, "drain", true)
+	r := s.prune(context.Background(), 1000, pruneDrain)
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
 		t.Fatalf("the symlink's target outside the site: %q, %v", b, err)
 	}
