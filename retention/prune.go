@@ -227,7 +227,8 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, mode pruneMode) (
 
 // lockPrune takes the site's prune lock, or reports false once ctx ends first. A call
 // that is not a drain counts itself in waiting while it waits, so a drain batch in
-// progress ends after the job in hand.
+// progress ends after the job in hand; a drain never counts itself, and so never
+// uncounts itself either.
 func (s *site) lockPrune(ctx context.Context, drain bool) bool {
 	if !drain {
 		s.waiting.Add(1)
@@ -237,9 +238,6 @@ func (s *site) lockPrune(ctx context.Context, drain bool) bool {
 	case s.sem <- struct{}{}:
 		return true
 	case <-ctx.Done():
-		if drain {
-			s.waiting.Add(-1)
-		}
 		return false
 	}
 }
