@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -22,14 +21,14 @@ const (
 // runCheck prints one Nagios line with perfdata and exits 0/1/2/3. An unreachable daemon
 // is UNKNOWN (3) — the plugin convention wins over the client's 69 here — and the line
 // still carries the client's own measurement of /.
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs := newFlagSet("check", stderr)
-	cf.register(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	st, err := cf.client().Status(ctx)
+func checkCommand() *command {
+	return &command{name: "check", summary: "health for monitoring (Nagios plugin convention: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)",
+		globals: gClient, run: runCheck}
+}
+
+func runCheck(ctx context.Context, inv *invocation) int {
+	stdout := inv.stdout
+	st, err := inv.client().Status(ctx)
 	if err != nil {
 		var ue *client.UnreachableError
 		if errors.As(err, &ue) {
@@ -40,7 +39,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return nagiosUnknown
 	}
 	line, code := checkLine(st)
-	if cf.json {
+	if inv.g.json {
 		printJSON(stdout, map[string]any{"status": code, "line": line})
 		return code
 	}

@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
@@ -16,42 +14,9 @@ import (
 	"github.com/sandboxd/sandboxd/pressure"
 )
 
-// clientFlags are the flags every client command takes.
-type clientFlags struct {
-	socket  string
-	json    bool
-	timeout time.Duration
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("sandboxd "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.socket, "socket", "", "daemon socket (default $SANDBOXD_SOCKET, then "+api.DefaultSocketPath+")")
-	fs.BoolVar(&c.json, "json", false, "print the answer or the problem document as JSON")
-	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (default: the call's deadline + 1s)")
-}
-
-func (c *clientFlags) client() *client.Client {
-	return &client.Client{SocketPath: c.socket, Timeout: c.timeout}
-}
-
-// parse parses args and reports a usage error as exit 64 (ok=false).
-func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
-	}
-	return 0, true
+// client is the API client the global flags describe.
+func (inv *invocation) client() *client.Client {
+	return &client.Client{SocketPath: inv.g.socket, Timeout: inv.g.timeout}
 }
 
 func printJSON(w io.Writer, v any) {
@@ -62,10 +27,11 @@ func printJSON(w io.Writer, v any) {
 // failure prints a client error and returns its exit status: the problem's code status
 // for a refusal, 69 with the client's own measurement of the disk when the daemon cannot
 // be reached (so a launcher's failure always says how full the disk is).
-func failure(err error, flags *clientFlags, path string, stdout, stderr io.Writer) int {
+func failure(err error, inv *invocation, path string) int {
+	stdout, stderr := inv.stdout, inv.stderr
 	var pe *client.ProblemError
 	if errors.As(err, &pe) {
-		if flags.json {
+		if inv.g.json {
 			printJSON(stdout, pe.Problem)
 		}
 		fmt.Fprintf(stderr, "sandboxd: %s: %s\n", pe.Problem.Code, pe.Problem.Detail)
@@ -74,7 +40,7 @@ func failure(err error, flags *clientFlags, path string, stdout, stderr io.Write
 	var ue *client.UnreachableError
 	if errors.As(err, &ue) {
 		disk := ownMeasurement(path)
-		if flags.json {
+		if inv.g.json {
 			printJSON(stdout, map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason, "disk": disk})
 		}
 		fmt.Fprintf(stderr, "sandboxd: %v; no verdict\n", ue)

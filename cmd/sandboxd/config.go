@@ -4,62 +4,82 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/sandboxd/sandboxd/internal/config"
 )
 
-func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: sandboxd config default | config check FILE | config show")
-		return exitUsage
-	}
-	switch args[0] {
-	case "default":
-		fmt.Fprint(stdout, config.Default())
-		return exitOK
-	case "check":
-		if len(args) != 2 {
-			fmt.Fprintln(stderr, "usage: sandboxd config check FILE")
-			return exitUsage
-		}
-		return configCheck(args[1], stdout, stderr)
-	case "show":
-		var cf clientFlags
-		fs := newFlagSet("config show", stderr)
-		cf.register(fs)
-		if code, ok := parse(fs, args[1:]); !ok {
-			return code
-		}
-		text, err := cf.client().Config(ctx)
-		if err != nil {
-			return failure(err, &cf, "/", stdout, stderr)
-		}
-		fmt.Fprint(stdout, text)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "sandboxd config: unknown subcommand %q (default, check, show)\n", args[0])
-	return exitUsage
+func configCommand() *command {
+	return &command{name: "config", summary: "print the default config, check a file, or show the daemon's config",
+		subs: []*command{
+			{name: "default", summary: "print the embedded default config (what the daemon runs on with no file)",
+				run: func(ctx context.Context, inv *invocation) int {
+					fmt.Fprint(inv.stdout, config.Default())
+					return exitOK
+				}},
+			{name: "check", summary: "validate a config file: every problem named with its key and line; exit 78 if invalid",
+				args: "[FILE]", maxArgs: 1, globals: gJSON | gConfig,
+				long: "FILE (or --config FILE) defaults to " + config.DefaultPath + ".", run: runConfigCheck},
+			{name: "show", summary: "print the running daemon's effective config", globals: gClient, run: runConfigShow},
+		}}
 }
 
-// configCheck validates a file and prints every problem, one a line, with key and line.
-func configCheck(path string, stdout, stderr io.Writer) int {
-	if _, err := os.Stat(path); err != nil {
-		fmt.Fprintf(stderr, "sandboxd config check: %v\n", err)
-		return exitConfig
+func runConfigShow(ctx context.Context, inv *invocation) int {
+	text, err := inv.client().Config(ctx)
+	if err != nil {
+		return failure(err, inv, "/")
 	}
-	if _, err := config.Load(path); err != nil {
+	if inv.g.json {
+		printJSON(inv.stdout, map[string]string{"toml": text})
+		return exitOK
+	}
+	fmt.Fprint(inv.stdout, text)
+	return exitOK
+}
+
+// runConfigCheck validates a file and prints every problem, one a line, with key and line.
+func runConfigCheck(ctx context.Context, inv *invocation) int {
+	path := config.DefaultPath
+	switch {
+	case len(inv.args) == 1 && inv.g.config != "" && inv.args[0] != inv.g.config:
+		return inv.usageErr("give the file once: as FILE or as --config, not both")
+	case len(inv.args) == 1:
+		path = inv.args[0]
+	case inv.g.config != "":
+		path = inv.g.config
+	}
+	var problems []string
+	if _, err := os.Stat(path); err != nil {
+		problems = []string{err.Error()}
+	} else if _, err := config.Load(path); err != nil {
 		var ve *config.ValidationError
 		if errors.As(err, &ve) {
 			for _, p := range ve.Problems {
-				fmt.Fprintf(stderr, "%s\n", p)
+				problems = append(problems, p.Error())
 			}
 		} else {
-			fmt.Fprintf(stderr, "%v\n", err)
+			problems = []string{err.Error()}
 		}
-		return exitConfig
 	}
-	fmt.Fprintf(stdout, "%s: ok\n", path)
-	return exitOK
+	if inv.g.json {
+		printJSON(inv.stdout, map[string]any{"file": path, "ok": len(problems) == 0, "problems": nonNil(problems)})
+	} else if len(problems) == 0 {
+		fmt.Fprintf(inv.stdout, "%s: ok\n", path)
+	}
+	if len(problems) == 0 {
+		return exitOK
+	}
+	if !inv.g.json {
+		for _, p := range problems {
+			fmt.Fprintln(inv.stderr, p)
+		}
+	}
+	return exitConfig
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -2,27 +2,29 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 )
 
-func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs := newFlagSet("events", stderr)
-	cf.register(fs)
-	since := fs.Uint64("since", 0, "only events after this sequence number")
-	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	c := cf.client()
-	next := *since
+func eventsCommand() *command {
+	return &command{name: "events", summary: "the audit trail (--follow to keep printing)", globals: gClient,
+		setup: func(fs *flag.FlagSet) runFunc {
+			since := fs.Uint64("since", 0, "only events after this sequence `N`")
+			follow := fs.Bool("follow", false, "keep printing new events until interrupted (or --timeout)")
+			return func(ctx context.Context, inv *invocation) int { return runEvents(ctx, inv, *since, *follow) }
+		}}
+}
+
+func runEvents(ctx context.Context, inv *invocation, since uint64, follow bool) int {
+	stdout, stderr := inv.stdout, inv.stderr
+	c := inv.client()
+	next := since
 	for {
 		path := fmt.Sprintf("/v1/events?since=%d", next)
-		if *follow {
+		if follow {
 			path += "&wait=30s"
 		}
 		var page api.EventsPage
@@ -31,13 +33,13 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return exitOK
 		}
 		if err != nil {
-			return failure(err, &cf, "/", stdout, stderr)
+			return failure(err, inv, "/")
 		}
 		if page.Dropped && next > 0 {
 			fmt.Fprintf(stderr, "sandboxd: some events after %d were dropped from the 1,000-event trail\n", next)
 		}
 		for _, e := range page.Events {
-			if cf.json {
+			if inv.g.json {
 				printJSON(stdout, e)
 				continue
 			}
@@ -46,7 +48,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if page.Next > next {
 			next = page.Next
 		}
-		if !*follow {
+		if !follow {
 			return exitOK
 		}
 	}

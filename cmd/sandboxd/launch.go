@@ -4,53 +4,60 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 
 	"github.com/sandboxd/sandboxd/api"
 )
 
-func runLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs := newFlagSet("launch", stderr)
-	cf.register(fs)
-	site := fs.String("site", "", "the site (may be left out when exactly one is configured)")
-	needBytes := fs.String("need-bytes", "", "free bytes the command needs (e.g. 1048576 or 1MiB)")
-	needInodes := fs.Uint64("need-inodes", 0, "free inodes the command needs")
-	deadline := fs.Duration("deadline", 0, "the call's deadline (default [launch] deadline)")
-	var mounts multiFlag
-	fs.Var(&mounts, "mount", "a mount the command needs (repeatable)")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	req := api.LaunchRequest{Site: *site, Mounts: mounts}
-	if *needBytes != "" {
-		n, err := api.ParseSize(*needBytes)
-		if err != nil {
-			fmt.Fprintf(stderr, "sandboxd launch: --need-bytes: %v\n", err)
-			return exitUsage
-		}
-		req.NeedBytes = &n
-	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "need-inodes":
-			req.NeedInodes = needInodes
-		case "deadline":
-			d := api.Duration(*deadline)
-			req.Deadline = &d
-		}
-	})
-	resp, err := cf.client().Launch(ctx, req)
+func launchCommand() *command {
+	return &command{name: "launch", summary: "the write-site call, for shell launchers",
+		long: `Prunes the site's stale files and checks that the command's needs fit: exit 0 when they do
+(advice on stderr), else the refusal's status (73 disk_full, 10 replace_sandbox, 75
+mount_unavailable, ...) with its detail on stderr; 69 when the daemon gives no verdict.`,
+		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
+			site := fs.String("site", "", "the `NAME` of the site (may be left out when exactly one is configured)")
+			needBytes := fs.String("need-bytes", "", "free bytes the command needs, `SIZE` in bytes or e.g. 1MiB")
+			needInodes := fs.Uint64("need-inodes", 0, "free inodes the command needs (a count `N`)")
+			deadline := fs.Duration("deadline", 0, "the call's deadline (default [launch] deadline)")
+			var mounts multiFlag
+			fs.Var(&mounts, "mount", "a mount `NAME` the command needs (repeatable)")
+			return func(ctx context.Context, inv *invocation) int {
+				req := api.LaunchRequest{Site: *site, Mounts: mounts}
+				if *needBytes != "" {
+					n, err := api.ParseSize(*needBytes)
+					if err != nil {
+						return inv.usageErr("--need-bytes: %v", err)
+					}
+					req.NeedBytes = &n
+				}
+				fs.Visit(func(f *flag.Flag) {
+					switch f.Name {
+					case "need-inodes":
+						req.NeedInodes = needInodes
+					case "deadline":
+						d := api.Duration(*deadline)
+						req.Deadline = &d
+					}
+				})
+				if *deadline < 0 {
+					return inv.usageErr("--deadline %v is negative", *deadline)
+				}
+				return runLaunch(ctx, inv, req)
+			}
+		}}
+}
+
+func runLaunch(ctx context.Context, inv *invocation, req api.LaunchRequest) int {
+	resp, err := inv.client().Launch(ctx, req)
 	if err != nil {
-		return failure(err, &cf, sitePath(*site), stdout, stderr)
+		return failure(err, inv, sitePath(req.Site))
 	}
-	if cf.json {
-		printJSON(stdout, resp)
+	if inv.g.json {
+		printJSON(inv.stdout, resp)
 	} else {
-		fmt.Fprintf(stdout, "ok: %s\n", resp.Detail)
+		fmt.Fprintf(inv.stdout, "ok: %s\n", resp.Detail)
 	}
 	if resp.Advice != nil {
-		fmt.Fprintf(stderr, "sandboxd: advice: %s: %s\n", *resp.Advice, resp.Detail)
+		fmt.Fprintf(inv.stderr, "sandboxd: advice: %s: %s\n", *resp.Advice, resp.Detail)
 	}
 	return exitOK
 }

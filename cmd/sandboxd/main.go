@@ -1,10 +1,11 @@
 // Command sandboxd is the node-local self-healing daemon for persistent sandboxes and CI
 // runners, and its command-line client: `sandboxd serve` runs the daemon; the other
-// subcommands talk to it over its Unix socket (CONTRACT §9).
+// commands talk to it over its Unix socket (CONTRACT §9). Bare `sandboxd` prints the help.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,57 +34,137 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}
-
-func commands() []command {
-	return []command{
-		{"serve", "run the daemon (the default with no subcommand)", runServe},
-		{"status", "a person's view of filesystems, sites, mounts and conditions", runStatus},
-		{"launch", "the write-site call, for shell launchers", runLaunch},
-		{"resume", "the resume hook: self-heal and print the verdict", runResume},
-		{"reclaim", "reclaim now, or show the plan with --dry-run", runReclaim},
-		{"events", "the audit trail (--follow to keep printing)", runEvents},
-		{"check", "health for monitoring (Nagios plugin convention)", runCheck},
-		{"config", "config default | config check FILE | config show", runConfig},
-		{"version", "version, commit and Go version", runVersion},
+// commands is the command table: one entry per command, each defined in its own file.
+// Help, global flags and usage errors come with the entry (cli.go).
+func commands() []*command {
+	return []*command{
+		serveCommand(),
+		statusCommand(),
+		launchCommand(),
+		resumeCommand(),
+		reclaimCommand(),
+		eventsCommand(),
+		checkCommand(),
+		configCommand(),
+		versionCommand(),
+		helpCommand(),
 	}
 }
 
+func rootCommand() *command {
+	return &command{name: "sandboxd", summary: "the node-local, self-healing daemon for persistent sandboxes and CI runners",
+		subs: commands()}
+}
+
+// run parses the command line, descending the command table: global flags may stand
+// before or after the command; the leaf's own flags anywhere after its name.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "mount-probe" {
 		// Hidden: the child process that probes one FUSE mount for the daemon.
 		return mountwatch.ProbeMain(args[1:], stdout)
 	}
-	name := "serve"
-	if len(args) > 0 && (len(args[0]) == 0 || args[0][0] != '-') {
-		name, args = args[0], args[1:]
+	g := &globals{}
+	root := rootCommand()
+	cmd, full := root, "sandboxd"
+	for len(cmd.subs) > 0 {
+		fs := flagSetFor(full, g, cmd == root)
+		r, err := parseLevel(fs, args, true)
+		if err != nil {
+			return usageError(stderr, full, err.Error())
+		}
+		switch {
+		case r.version:
+			return versionCommand().run(context.Background(), &invocation{name: "sandboxd version", g: g, stdout: stdout, stderr: stderr})
+		case r.help:
+			printHelp(stdout, full, cmd, g)
+			return exitOK
+		case len(r.pos) == 0 && cmd.deflt == "":
+			// Bare `sandboxd` (or `sandboxd config`) prints the help; only serve runs the daemon.
+			printHelp(stdout, full, cmd, g)
+			return exitOK
+		}
+		name := cmd.deflt
+		if len(r.pos) > 0 {
+			name, args = r.pos[0], r.rest
+		} else {
+			args = nil
+		}
+		next := cmd.sub(name)
+		if next == nil {
+			return unknownCommand(stderr, full, name, cmd)
+		}
+		cmd, full = next, full+" "+name
 	}
-	if name == "help" || name == "-h" || name == "--help" {
-		usage(stdout)
+
+	fs, runf := cmd.leafFlags(full, g)
+	r, err := parseLevel(fs, args, cmd.rawArgs)
+	if err != nil {
+		return usageError(stderr, full, err.Error())
+	}
+	if r.help {
+		printHelp(stdout, full, cmd, g)
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name == name {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return c.run(ctx, args, stdout, stderr)
-		}
+	pos := append(r.pos, r.rest...)
+	inv := &invocation{name: full, args: pos, g: g, stdout: stdout, stderr: stderr}
+	// A global flag before the command that this command does not take is ignored, as
+	// kubectl and tailscale do (an alias may carry --socket); after it, it is unknown.
+	if g.set&gTimeout != 0 && cmd.globals&gTimeout != 0 && g.timeout < 0 {
+		return inv.usageErr("--timeout %v is negative; give a positive duration such as 5s", g.timeout)
 	}
-	fmt.Fprintf(stderr, "sandboxd: unknown command %q\n\n", name)
-	usage(stderr)
+	if len(pos) < cmd.minArgs {
+		return inv.usageErr("missing argument: %s", cmd.args)
+	}
+	if cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs {
+		return inv.usageErr("unexpected argument %q", pos[cmd.maxArgs])
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runf(ctx, inv)
+}
+
+// flagSetFor is the flag set of a level above the leaf: every global flag (checked
+// against the leaf once it is known), and at the top -v/--version.
+func flagSetFor(full string, g *globals, top bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(full, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs, gAll, nil)
+	if top {
+		fs.Bool("version", false, "print the version and exit")
+		fs.Bool("v", false, "print the version and exit")
+	}
+	return fs
+}
+
+func usageError(stderr io.Writer, full, msg string) int {
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", full, msg, full)
 	return exitUsage
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: sandboxd [command] [flags]")
-	fmt.Fprintln(w, "\ncommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+func unknownCommand(stderr io.Writer, full, name string, parent *command) int {
+	fmt.Fprintf(stderr, "%s: unknown command %q", full, name)
+	if s := closest(name, parent.subNames()); s != "" {
+		fmt.Fprintf(stderr, "\n\nDid you mean this?\n\t%s %s\n", full, s)
+	} else {
+		fmt.Fprintln(stderr)
 	}
-	fmt.Fprintln(w, "\nclient commands take --socket PATH (env SANDBOXD_SOCKET), --json and --timeout DURATION.")
-	fmt.Fprintln(w, "run 'sandboxd COMMAND -h' for a command's flags.")
+	fmt.Fprintf(stderr, "Run '%s --help' for the commands.\n", full)
+	return exitUsage
+}
+
+// helpCommand is `sandboxd help [COMMAND [SUBCOMMAND]]`.
+func helpCommand() *command {
+	return &command{name: "help", summary: "help about any command", args: "[COMMAND [SUBCOMMAND]]", maxArgs: -1,
+		run: func(ctx context.Context, inv *invocation) int {
+			c, full := rootCommand(), "sandboxd"
+			for _, name := range inv.args {
+				next := c.sub(name)
+				if next == nil {
+					return unknownCommand(inv.stderr, full, name, c)
+				}
+				c, full = next, full+" "+name
+			}
+			printHelp(inv.stdout, full, c, inv.g)
+			return exitOK
+		}}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -12,56 +13,58 @@ import (
 // exitReplace is `sandboxd resume`'s status for the replace verdict.
 const exitReplace = 10
 
-func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs := newFlagSet("resume", stderr)
-	cf.register(fs)
-	deadline := fs.Duration("deadline", 30*time.Second, "the call's deadline")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	d := api.Duration(*deadline)
-	run, err := cf.client().Resume(ctx, api.ResumeRequest{Deadline: &d})
-	if err != nil {
-		return failure(err, &cf, "/", stdout, stderr)
-	}
-	printRun(stdout, run, cf.json)
-	if run.Verdict == api.VerdictReplace {
-		return exitReplace
-	}
-	return exitOK
+func resumeCommand() *command {
+	return &command{name: "resume", summary: "the resume hook: self-heal and print the verdict",
+		long:    "Exit 0 for healthy or reclaimed, 10 for replace (the sandbox holds data that is not regenerable).",
+		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
+			deadline := fs.Duration("deadline", 30*time.Second, "the call's deadline")
+			return func(ctx context.Context, inv *invocation) int {
+				if *deadline <= 0 {
+					return inv.usageErr("--deadline %v: give a positive duration", *deadline)
+				}
+				d := api.Duration(*deadline)
+				run, err := inv.client().Resume(ctx, api.ResumeRequest{Deadline: &d})
+				if err != nil {
+					return failure(err, inv, "/")
+				}
+				printRun(inv.stdout, run, inv.g.json)
+				if run.Verdict == api.VerdictReplace {
+					return exitReplace
+				}
+				return exitOK
+			}
+		}}
 }
 
-func runReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs := newFlagSet("reclaim", stderr)
-	cf.register(fs)
-	dry := fs.Bool("dry-run", false, "show the plan and what each source would free; change nothing")
-	target := fs.String("target-free", "", "reclaim until this much is free (e.g. 2GiB)")
-	release := fs.Bool("release-reserve", false, "release the emergency reserve file (salvage)")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	req := api.ReclaimRequest{DryRun: *dry, ReleaseReserve: *release}
-	if *target != "" {
-		n, err := api.ParseSize(*target)
-		if err != nil {
-			fmt.Fprintf(stderr, "sandboxd reclaim: --target-free: %v\n", err)
-			return exitUsage
-		}
-		req.TargetFree = &n
-	}
-	run, err := cf.client().Reclaim(ctx, req)
-	if err != nil {
-		return failure(err, &cf, "/", stdout, stderr)
-	}
-	printRun(stdout, run, cf.json)
-	for _, a := range run.Actions {
-		if a.Status == api.ActionFailed {
-			return 1
-		}
-	}
-	return exitOK
+func reclaimCommand() *command {
+	return &command{name: "reclaim", summary: "reclaim now, or show the plan with --dry-run",
+		long:    "Exit 0, or 1 if an action failed. A dry run changes nothing and is open to any user who can reach the socket.",
+		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
+			dry := fs.Bool("dry-run", false, "show the plan and what each source would free; change nothing")
+			target := fs.String("target-free", "", "reclaim until this much is free, `SIZE` e.g. 2GiB")
+			release := fs.Bool("release-reserve", false, "release the emergency reserve file (salvage)")
+			return func(ctx context.Context, inv *invocation) int {
+				req := api.ReclaimRequest{DryRun: *dry, ReleaseReserve: *release}
+				if *target != "" {
+					n, err := api.ParseSize(*target)
+					if err != nil {
+						return inv.usageErr("--target-free: %v", err)
+					}
+					req.TargetFree = &n
+				}
+				run, err := inv.client().Reclaim(ctx, req)
+				if err != nil {
+					return failure(err, inv, "/")
+				}
+				printRun(inv.stdout, run, inv.g.json)
+				for _, a := range run.Actions {
+					if a.Status == api.ActionFailed {
+						return 1
+					}
+				}
+				return exitOK
+			}
+		}}
 }
 
 func printRun(w io.Writer, run *api.ReclaimRun, asJSON bool) {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,20 +15,35 @@ import (
 	"github.com/sandboxd/sandboxd/systemd"
 )
 
+// serveGlobalUsage is the help of the global flags serve reads differently.
+var serveGlobalUsage = map[string]string{
+	"socket": "listen on this socket (overrides [server] socket)",
+	"config": "config file (default: the embedded default, see 'sandboxd config default')",
+}
+
+func serveCommand() *command {
+	return &command{name: "serve", summary: "run the daemon (only with serve: bare sandboxd prints this help)",
+		long: `Config comes from the embedded default, then --config FILE, then the flags below.
+SIGHUP reloads the config in place; an invalid file is rejected and the last good config stays.
+Exit 0 on a clean stop (SIGTERM or SIGINT).`,
+		globals: gSocket | gConfig, setup: func(fs *flag.FlagSet) runFunc {
+			o := &daemon.Overrides{}
+			fs.StringVar(&o.HTTP, "http", "", "override [server] http: a loopback `ADDR` for the read-only listener, e.g. 127.0.0.1:9477")
+			fs.StringVar(&o.StateDir, "state-dir", "", "override [server] state_dir (a `DIR`)")
+			fs.StringVar(&o.Mode, "mode", "", "override [server] mode: `MODE` enforce or observe")
+			fs.StringVar(&o.LogLevel, "log-level", "", "override [log] level: `LEVEL` debug, info, warn or error")
+			return func(ctx context.Context, inv *invocation) int {
+				o.Socket = inv.g.socket
+				return runServe(ctx, inv, *o)
+			}
+		}}
+}
+
 // runServe runs the daemon: config from the embedded default, then --config, then flags;
 // listeners from systemd socket activation or made here; SIGHUP reloads.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", stderr)
-	cfgPath := fs.String("config", "", "config file (default: the embedded default, see 'sandboxd config default')")
-	socket := fs.String("socket", "", "override [server] socket")
-	httpAddr := fs.String("http", "", "override [server] http (loopback read-only listener)")
-	stateDir := fs.String("state-dir", "", "override [server] state_dir")
-	mode := fs.String("mode", "", "override [server] mode (enforce|observe)")
-	level := fs.String("log-level", "", "override [log] level")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	overrides := daemon.Overrides{Socket: *socket, HTTP: *httpAddr, StateDir: *stateDir, Mode: *mode, LogLevel: *level}
+func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides) int {
+	stderr := inv.stderr
+	cfgPath := &inv.g.config
 	cfg, err := loadServeConfig(*cfgPath, overrides)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandboxd: %v\n", err)

@@ -11,22 +11,21 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 )
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs := newFlagSet("status", stderr)
-	cf.register(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	st, err := cf.client().Status(ctx)
+func statusCommand() *command {
+	return &command{name: "status", summary: "a person's view of filesystems, sites, caches, mounts and conditions",
+		globals: gClient, run: runStatus}
+}
+
+func runStatus(ctx context.Context, inv *invocation) int {
+	st, err := inv.client().Status(ctx)
 	if err != nil {
-		return failure(err, &cf, "/", stdout, stderr)
+		return failure(err, inv, "/")
 	}
-	if cf.json {
-		printJSON(stdout, st)
+	if inv.g.json {
+		printJSON(inv.stdout, st)
 		return exitOK
 	}
-	printStatus(stdout, st)
+	printStatus(inv.stdout, st)
 	return exitOK
 }
 

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// A command is one entry of the command table (CONTRACT §9). A leaf has a run (or a setup
+// that declares its flags and returns the run); a parent has subs and dispatches to them.
+// Help, flag parsing (before or after the subcommand, --flag=value and --flag value), "did
+// you mean" and exit 64 for usage errors come from here, so a new command is one entry.
+type command struct {
+	name    string
+	summary string // one line, for the command list
+	// args is the synopsis of the positional arguments ("FILE", "ID", "-- CMD [ARG...]").
+	args string
+	// long is printed under the synopsis by `help CMD` and `CMD --help`.
+	long string
+	// globals says which global flags the command takes.
+	globals globalSet
+	// minArgs and maxArgs bound the positional arguments; maxArgs < 0 means any number.
+	minArgs, maxArgs int
+	// rawArgs ends flag parsing at the first positional argument (or "--"): what follows
+	// is passed on untouched, so the flags of a command to run stay that command's.
+	rawArgs bool
+	// setup declares the command's own flags on fs and returns the run that reads them.
+	setup func(fs *flag.FlagSet) runFunc
+	// run is the run of a command without flags of its own (when setup is nil).
+	run  runFunc
+	subs []*command
+	// deflt is the sub that runs when none is named (e.g. "list").
+	deflt  string
+	hidden bool
+}
+
+type runFunc func(ctx context.Context, inv *invocation) int
+
+// invocation is what a command's run gets: its positional arguments, the global flags, the
+// outputs and the command's full name ("sandboxd config check") for messages.
+type invocation struct {
+	name           string
+	args           []string
+	g              *globals
+	stdout, stderr io.Writer
+}
+
+// usageErr prints a usage error for the command and returns exit 64.
+func (inv *invocation) usageErr(format string, a ...any) int {
+	fmt.Fprintf(inv.stderr, "%s: %s\n", inv.name, fmt.Sprintf(format, a...))
+	fmt.Fprintf(inv.stderr, "Run '%s --help' for usage.\n", inv.name)
+	return exitUsage
+}
+
+// globalSet is a set of global flags.
+type globalSet uint8
+
+const (
+	gSocket globalSet = 1 << iota
+	gJSON
+	gTimeout
+	gConfig
+	// gClient is what every command that talks to the daemon takes (CONTRACT §9).
+	gClient = gSocket | gJSON | gTimeout
+	gAll    = gClient | gConfig
+)
+
+// globals holds the global flags; set records which were given.
+type globals struct {
+	socket  string
+	json    bool
+	timeout time.Duration
+	config  string
+	set     globalSet
+}
+
+var globalFlags = []struct {
+	bit   globalSet
+	name  string
+	value string // the placeholder in help; "" for a bool
+	usage string
+}{
+	{gSocket, "socket", "PATH", "the daemon's socket (default $" + api.SocketEnv + ", then " + api.DefaultSocketPath + ")"},
+	{gJSON, "json", "", "print the answer (or the problem document) as JSON"},
+	{gTimeout, "timeout", "DURATION", "give up after this long, e.g. 5s (default: the call's deadline + 1s)"},
+	{gConfig, "config", "FILE", "the config file"},
+}
+
+// trackedValue wraps a flag.Value so that setting it records the global as given.
+type trackedValue struct {
+	flag.Value
+	g   *globals
+	bit globalSet
+}
+
+func (t trackedValue) Set(s string) error {
+	if err := t.Value.Set(s); err != nil {
+		return err
+	}
+	t.g.set |= t.bit
+	return nil
+}
+
+func (t trackedValue) IsBoolFlag() bool {
+	b, ok := t.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// register declares the globals of set on fs, bound to g. usage overrides a flag's help
+// text for one command (serve's --socket is where it listens, not where it calls).
+func (g *globals) register(fs *flag.FlagSet, set globalSet, usage map[string]string) {
+	tmp := flag.NewFlagSet("", flag.ContinueOnError)
+	tmp.StringVar(&g.socket, "socket", g.socket, "")
+	tmp.BoolVar(&g.json, "json", g.json, "")
+	tmp.DurationVar(&g.timeout, "timeout", g.timeout, "")
+	tmp.StringVar(&g.config, "config", g.config, "")
+	for _, gf := range globalFlags {
+		if set&gf.bit == 0 {
+			continue
+		}
+		u := gf.usage
+		if o, ok := usage[gf.name]; ok {
+			u = o
+		}
+		fs.Var(trackedValue{tmp.Lookup(gf.name).Value, g, gf.bit}, gf.name, u)
+	}
+}
+
+// parseResult is what parsing one level of the command line found.
+type parseResult struct {
+	pos     []string // positional arguments
+	rest    []string // unparsed (after the first positional, when stopping there)
+	help    bool
+	version bool
+}
+
+// parseLevel parses args with fs, flags and positional arguments interspersed, until "--"
+// (everything after it is positional) or, with stop, the first positional argument.
+// -h/--help anywhere asks for help. Errors are usage errors, already worded for a person.
+func parseLevel(fs *flag.FlagSet, args []string, stop bool) (parseResult, error) {
+	var r parseResult
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			r.pos = append(r.pos, args[i+1:]...)
+			return r, nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			r.pos = append(r.pos, a)
+			if stop {
+				r.rest = args[i+1:]
+				return r, nil
+			}
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		value, hasValue := "", false
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, value, hasValue = k, v, true
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			switch name {
+			case "h", "help":
+				r.help = true
+				return r, nil
+			}
+			return r, fmt.Errorf("unknown flag --%s%s", name, suggestFlag(fs, name))
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			if !hasValue {
+				value = "true"
+			}
+		} else if !hasValue {
+			if i+1 >= len(args) {
+				return r, fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+			value = args[i]
+		}
+		if err := fs.Set(name, value); err != nil {
+			return r, fmt.Errorf("invalid value %q for --%s: %s", value, name, valueHint(f, err))
+		}
+		if name == "version" || name == "v" {
+			r.version = true
+		}
+	}
+	return r, nil
+}
+
+// valueHint says what a flag wants, instead of the flag package's bare "parse error".
+func valueHint(f *flag.Flag, err error) string {
+	v := f.Value
+	if t, ok := v.(trackedValue); ok {
+		v = t.Value
+	}
+	switch fmt.Sprintf("%T", v) {
+	case "*flag.durationValue":
+		return "want a duration such as 500ms, 5s or 1m30s"
+	case "*flag.uint64Value", "*flag.uintValue":
+		return "want a whole number, 0 or more"
+	case "*flag.intValue", "*flag.int64Value":
+		return "want a whole number"
+	case "*flag.boolValue":
+		return "want true or false"
+	}
+	return err.Error()
+}
+
+// suggestFlag names the declared flag closest to a misspelt one.
+func suggestFlag(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if s := closest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean --%s?)", s)
+	}
+	return ""
+}
+
+// closest returns the candidate within two edits of s (or having s as a prefix), or "".
+func closest(s string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		d := editDistance(s, c)
+		if len(s) >= 2 && strings.HasPrefix(c, s) {
+			d = min(d, 1)
+		}
+		if d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func (c *command) sub(name string) *command {
+	for _, s := range c.subs {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (c *command) subNames() []string {
+	var out []string
+	for _, s := range c.subs {
+		if !s.hidden {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// leafFlags is the flag set of a leaf: its globals and its own flags; it returns the run.
+func (c *command) leafFlags(full string, g *globals) (*flag.FlagSet, runFunc) {
+	fs := flag.NewFlagSet(full, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var usage map[string]string
+	if c.name == "serve" {
+		usage = serveGlobalUsage
+	}
+	g.register(fs, c.globals, usage)
+	run := c.run
+	if c.setup != nil {
+		run = c.setup(fs)
+	}
+	return fs, run
+}
+
+// printHelp writes a command's help: synopsis, summary, flags, subcommands.
+func printHelp(w io.Writer, full string, c *command, g *globals) {
+	if len(c.subs) > 0 {
+		fmt.Fprintf(w, "Usage: %s COMMAND [flags]\n\n%s.\n", full, upperFirst(c.summary))
+		if c.long != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
+		}
+		fmt.Fprintln(w, "\nCommands:")
+		for _, s := range c.subs {
+			if s.hidden {
+				continue
+			}
+			d := ""
+			if s.name == c.deflt {
+				d = " (the default)"
+			}
+			fmt.Fprintf(w, "  %-10s %s%s\n", s.name, s.summary, d)
+		}
+		if c.name == "sandboxd" {
+			fs := flag.NewFlagSet(full, flag.ContinueOnError)
+			(&globals{}).register(fs, gAll, map[string]string{"config": "the config file (serve, config check)"})
+			fmt.Fprintln(w, "\nGlobal flags (before or after the command; each command takes those that apply to it):")
+			var fl []*flag.Flag
+			fs.VisitAll(func(f *flag.Flag) { fl = append(fl, f) })
+			printFlags(w, fl)
+			fmt.Fprintf(w, "  %-22s%s\n", "-v, --version", "print the version")
+		}
+		fmt.Fprintf(w, "\nRun '%s COMMAND --help' for a command's flags.\n", full)
+		return
+	}
+	fs, _ := c.leafFlags(full, &globals{})
+	synopsis := full
+	if hasOwnFlags(fs) || c.globals != 0 {
+		synopsis += " [flags]"
+	}
+	if c.args != "" {
+		synopsis += " " + c.args
+	}
+	fmt.Fprintf(w, "Usage: %s\n\n%s.\n", synopsis, upperFirst(c.summary))
+	if c.long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
+	}
+	var own, glob []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(trackedValue); ok {
+			glob = append(glob, f)
+		} else {
+			own = append(own, f)
+		}
+	})
+	if len(own) > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		printFlags(w, own)
+	}
+	if len(glob) > 0 {
+		fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
+		printFlags(w, glob)
+	}
+}
+
+func hasOwnFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(trackedValue); !ok {
+			n++
+		}
+	})
+	return n > 0
+}
+
+func printFlags(w io.Writer, fl []*flag.Flag) {
+	for _, f := range fl {
+		placeholder, usage := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(trackedValue); ok {
+			placeholder = globalPlaceholder(f.Name)
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			placeholder = ""
+		} else if placeholder == "value" {
+			placeholder = "VALUE"
+		}
+		head := "  --" + f.Name
+		if placeholder != "" {
+			head += " " + strings.ToUpper(placeholder)
+		}
+		if def := f.DefValue; def != "" && def != "false" && def != "0" && def != "0s" && def != "[]" {
+			usage += " (default " + def + ")"
+		}
+		if len(head) <= 22 {
+			fmt.Fprintf(w, "%-24s%s\n", head, usage)
+		} else {
+			fmt.Fprintf(w, "%s\n%-24s%s\n", head, "", usage)
+		}
+	}
+}
+
+func globalPlaceholder(name string) string {
+	for _, gf := range globalFlags {
+		if gf.name == name {
+			return gf.value
+		}
+	}
+	return ""
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
