@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -29,37 +30,55 @@ const dirOpenFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O
 // Root is an open directory that every operation stays beneath. Its methods are safe for
 // concurrent use as long as Close is not called concurrently with them.
 type Root struct {
-	fd   int
-	path string
-	dev  uint64
-	ino  uint64
+	fd    int
+	path  string
+	dev   uint64
+	ino   uint64
+	uid   uint32
+	chain []ID // every directory from "/" to the root, the root last, as the walk met them
 
 	// beforeOpen, when set (tests only), runs just before a walk opens the subdirectory rel
 	// (relative to the root), so a test can swap it for a symlink at the worst moment.
 	beforeOpen func(rel string)
 }
 
-// OpenRoot opens the directory at path, which must be absolute and whose final component
-// must not be a symlink.
+// OpenRoot opens the directory at path, which must be absolute, resolving it from "/" one
+// component at a time without following a symlink in any component (not only the last),
+// and refuses it when the way to it is unsafe (see unsafeTransition): a root is never
+// reached through a directory another user can swap. Refusals wrap ErrUnsafeRoot.
 func OpenRoot(path string) (*Root, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("open root %q: path is not absolute", path)
 	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return nil, fmt.Errorf("open root %q: path contains a NUL byte", path)
+	}
 	path = filepath.Clean(path)
-	fd, err := unix.Open(path, dirOpenFlags, 0)
+	fd, hops, err := walkRoot(path)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("open root %s: refusing a symlink: %w", path, err)
-		}
+		return nil, err
+	}
+	if err := unsafeTransition(path, hops); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("open root %s: %w", path, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("open root %s: fstat: %w", path, err)
+	st := &hops[len(hops)-1].st
+	chain := make([]ID, len(hops))
+	for i := range hops {
+		chain[i] = idOf(&hops[i].st)
 	}
-	return &Root{fd: fd, path: path, dev: uint64(st.Dev), ino: st.Ino}, nil
+	return &Root{fd: fd, path: path, dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid, chain: chain}, nil
 }
+
+// ID is the root directory's identity.
+func (r *Root) ID() ID { return ID{Dev: r.dev, Ino: r.ino} }
+
+// UID is the root directory's owner when it was opened.
+func (r *Root) UID() uint32 { return r.uid }
+
+// Chain is the identity of every directory from "/" to the root (the root last), as the
+// walk that opened it met them: the directories the root really lies beneath.
+func (r *Root) Chain() []ID { return slices.Clone(r.chain) }
 
 // Close releases the root's fd.
 func (r *Root) Close() error {
