@@ -37,7 +37,8 @@ func runConfigShow(ctx context.Context, inv *invocation) int {
 	return exitOK
 }
 
-// runConfigCheck validates a file and prints every problem, one a line, with key and line.
+// runConfigCheck validates a file and prints every problem, one a line, with key and line,
+// including the site and cache roots that this machine's filesystem makes unsafe.
 func runConfigCheck(ctx context.Context, inv *invocation) int {
 	path := config.DefaultPath
 	switch {
@@ -51,7 +52,7 @@ func runConfigCheck(ctx context.Context, inv *invocation) int {
 	var problems []string
 	if _, err := os.Stat(path); err != nil {
 		problems = []string{err.Error()}
-	} else if _, err := config.Load(path); err != nil {
+	} else if _, err := config.Check(path); err != nil {
 		var ve *config.ValidationError
 		if errors.As(err, &ve) {
 			for _, p := range ve.Problems {

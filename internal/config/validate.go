@@ -25,8 +25,8 @@ func validate(c *Config, ps *problems) {
 	aboveZero(ps, "launch.deadline", c.Launch.Deadline)
 	sizeOK(ps, "launch.need_bytes", c.Launch.NeedBytes)
 	validateFilesystems(c.Filesystems, ps)
-	validateReclaim(&c.Reclaim, ps)
-	validateSites(c.Sites, c.Reclaim.Protect, ps)
+	validateReclaim(&c.Reclaim, c.Server.StateDir, ps)
+	validateSites(c.Sites, c.Reclaim.Protect, c.Server.StateDir, ps)
 	validateMounts(c.Mounts, ps)
 }
 
@@ -92,7 +92,7 @@ func thresholdOK(ps *problems, key string, t units.Threshold) bool {
 	return true
 }
 
-func validateReclaim(r *Reclaim, ps *problems) {
+func validateReclaim(r *Reclaim, stateDir string, ps *problems) {
 	kinds := CacheKinds()
 	seenKind := map[string]int{}
 	for i, kind := range r.AutoCaches {
@@ -124,6 +124,9 @@ func validateReclaim(r *Reclaim, ps *problems) {
 		if absPath(ps, k+".path", c.Path, false) {
 			root := path.Clean(c.Path)
 			unique(ps, k+".path", root, "path", "reclaim.cache", i, roots)
+			if why := dangerousRoot(root, stateDir); why != "" {
+				ps.addf(k+".path", "cache root %q %s", c.Path, why)
+			}
 			for j, p := range r.Protect {
 				if path.IsAbs(p) && within(path.Clean(p), root) {
 					ps.add(k+".path", nil, "cache root %q equals or contains the protected path %q (reclaim.protect[%d])", c.Path, p, j)
@@ -136,7 +139,7 @@ func validateReclaim(r *Reclaim, ps *problems) {
 	}
 }
 
-func validateSites(sites []Site, protect []string, ps *problems) {
+func validateSites(sites []Site, protect []string, stateDir string, ps *problems) {
 	names, paths := map[string]int{}, map[string]int{}
 	for i, s := range sites {
 		k := fmt.Sprintf("site[%d]", i)
@@ -146,6 +149,9 @@ func validateSites(sites []Site, protect []string, ps *problems) {
 		if absPath(ps, k+".path", s.Path, false) {
 			p := path.Clean(s.Path)
 			unique(ps, k+".path", p, "path", "site", i, paths)
+			if why := dangerousRoot(p, stateDir); why != "" {
+				ps.addf(k+".path", "site root %q %s", s.Path, why)
+			}
 			for j, pr := range protect {
 				if path.IsAbs(pr) && within(p, path.Clean(pr)) {
 					ps.addf(k+".path", "%q lies inside the protected path %q (reclaim.protect[%d])", s.Path, pr, j)
