@@ -29,6 +29,7 @@ type Config struct {
 	Version     int          `toml:"version"`
 	Server      Server       `toml:"server"`
 	Log         Log          `toml:"log"`
+	Metrics     Metrics      `toml:"metrics"`
 	Health      Health       `toml:"health"`
 	Launch      Launch       `toml:"launch"`
 	Filesystems []Filesystem `toml:"filesystem"`
@@ -52,6 +53,12 @@ type Server struct {
 type Log struct {
 	Level  string `toml:"level"`  // debug | info | warn | error
 	Format string `toml:"format"` // text | json
+}
+
+// Metrics is the [metrics] table (v1.1): the node_exporter textfile sandboxd writes.
+type Metrics struct {
+	Textfile         string        `toml:"textfile"` // "" = off
+	TextfileInterval time.Duration `toml:"textfile_interval"`
 }
 
 // Health is the [health] table.

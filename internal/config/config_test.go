@@ -32,9 +32,10 @@ func TestDefaultLoadsAndValidates(t *testing.T) {
 		Version: 1,
 		Server: Server{Socket: api.DefaultSocketPath, SocketMode: 0o660, StateDir: "/var/lib/sandboxd",
 			Mode: api.ModeEnforce},
-		Log:    Log{Level: "info", Format: "text"},
-		Health: Health{TransitionPeriod: time.Minute, SampleInterval: time.Second},
-		Launch: Launch{Deadline: 2 * time.Second, NeedBytes: 1 << 20, NeedInodes: 16},
+		Log:     Log{Level: "info", Format: "text"},
+		Metrics: Metrics{TextfileInterval: 15 * time.Second},
+		Health:  Health{TransitionPeriod: time.Minute, SampleInterval: time.Second},
+		Launch:  Launch{Deadline: 2 * time.Second, NeedBytes: 1 << 20, NeedInodes: 16},
 		Filesystems: []Filesystem{func() Filesystem {
 			f := DefaultFilesystem()
 			f.Path = "/"

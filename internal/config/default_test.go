@@ -16,6 +16,7 @@ func TestSchemaMatchesTags(t *testing.T) {
 		v      any
 	}{
 		{topFields(c), Config{}}, {serverFields(&c.Server), Server{}}, {logFields(&c.Log), Log{}},
+		{metricsFields(&c.Metrics), Metrics{}},
 		{healthFields(&c.Health), Health{}}, {launchFields(&c.Launch), Launch{}},
 		{filesystemFields(&Filesystem{}), Filesystem{}}, {siteFields(&Site{}), Site{}},
 		{reclaimFields(&c.Reclaim), Reclaim{}}, {cacheFields(&Cache{}), Cache{}},
@@ -109,6 +110,7 @@ func TestDefaultDocumentsEveryKey(t *testing.T) {
 	all = append(all, topFields(c)...)
 	all = append(all, serverFields(&c.Server)...)
 	all = append(all, logFields(&c.Log)...)
+	all = append(all, metricsFields(&c.Metrics)...)
 	all = append(all, healthFields(&c.Health)...)
 	all = append(all, launchFields(&c.Launch)...)
 	all = append(all, filesystemFields(&Filesystem{})...)
@@ -118,7 +120,7 @@ func TestDefaultDocumentsEveryKey(t *testing.T) {
 	all = append(all, mountFields(&Mount{})...)
 	for _, f := range all {
 		switch f.name {
-		case "server", "log", "health", "launch", "filesystem", "site", "reclaim", "cache", "mount":
+		case "server", "log", "metrics", "health", "launch", "filesystem", "site", "reclaim", "cache", "mount":
 			continue // tables, shown as headers
 		}
 		if !seen[f.name] {

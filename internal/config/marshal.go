@@ -44,6 +44,10 @@ func Marshal(c *Config) ([]byte, error) {
 	w.kv("level", w.str(c.Log.Level))
 	w.kv("format", w.str(c.Log.Format))
 
+	w.header("[metrics]")
+	w.kv("textfile", w.str(c.Metrics.Textfile))
+	w.kv("textfile_interval", fmtDuration(c.Metrics.TextfileInterval))
+
 	w.header("[health]")
 	w.kv("transition_period", fmtDuration(c.Health.TransitionPeriod))
 	w.kv("sample_interval", fmtDuration(c.Health.SampleInterval))

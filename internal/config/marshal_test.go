@@ -86,7 +86,7 @@ func TestFullSetsEveryKey(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"server", full.Server, def.Server}, {"log", full.Log, def.Log}, {"health", full.Health, def.Health},
+		{"server", full.Server, def.Server}, {"log", full.Log, def.Log}, {"metrics", full.Metrics, def.Metrics}, {"health", full.Health, def.Health},
 		{"launch", full.Launch, def.Launch}, {"reclaim", full.Reclaim, def.Reclaim},
 	} {
 		sameFields(t, sec.name, []any{sec.got}, sec.want)
@@ -141,4 +141,8 @@ func ExampleMarshal() {
 	// [log]
 	// level = "debug"
 	// format = "text"
+	//
+	// [metrics]
+	// textfile = ""
+	// textfile_interval = "15s"
 }

@@ -21,6 +21,7 @@ func topFields(c *Config) []field {
 		}},
 		{"server", subTable(func() []field { return serverFields(&c.Server) })},
 		{"log", subTable(func() []field { return logFields(&c.Log) })},
+		{"metrics", subTable(func() []field { return metricsFields(&c.Metrics) })},
 		{"health", subTable(func() []field { return healthFields(&c.Health) })},
 		{"launch", subTable(func() []field { return launchFields(&c.Launch) })},
 		{"filesystem", entries(&c.Filesystems, DefaultFilesystem, filesystemFields, "path")},
@@ -44,6 +45,13 @@ func serverFields(s *Server) []field {
 
 func logFields(l *Log) []field {
 	return []field{{"level", str(&l.Level)}, {"format", str(&l.Format)}}
+}
+
+func metricsFields(m *Metrics) []field {
+	return []field{
+		{"textfile", pathStr(&m.Textfile)},
+		{"textfile_interval", duration(&m.TextfileInterval)},
+	}
 }
 
 func healthFields(h *Health) []field {

@@ -20,6 +20,7 @@ func validate(c *Config, ps *problems) {
 	validateServer(&c.Server, ps)
 	oneOf(ps, "log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf(ps, "log.format", c.Log.Format, "text", "json")
+	validateMetrics(&c.Metrics, ps)
 	notNegative(ps, "health.transition_period", c.Health.TransitionPeriod)
 	aboveZero(ps, "health.sample_interval", c.Health.SampleInterval)
 	aboveZero(ps, "launch.deadline", c.Launch.Deadline)
@@ -53,6 +54,14 @@ func validateServer(s *Server, ps *problems) {
 	}
 	absPath(ps, "server.state_dir", s.StateDir, false)
 	oneOf(ps, "server.mode", s.Mode, api.ModeEnforce, api.ModeObserve)
+}
+
+func validateMetrics(m *Metrics, ps *problems) {
+	// node_exporter's textfile collector reads only *.prom files of its directory.
+	if absPath(ps, "metrics.textfile", m.Textfile, true) && !strings.HasSuffix(m.Textfile, ".prom") {
+		ps.addf("metrics.textfile", "%q does not end in .prom: node_exporter's textfile collector reads only *.prom files", m.Textfile)
+	}
+	aboveZero(ps, "metrics.textfile_interval", m.TextfileInterval)
 }
 
 func validateFilesystems(fss []Filesystem, ps *problems) {
