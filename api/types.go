@@ -7,7 +7,8 @@ import "time"
 type Filesystem struct {
 	Path                  string    `json:"path"`
 	Mountpoint            string    `json:"mountpoint"`
-	Device                string    `json:"device"`
+	Device                string    `json:"device"` // the mount source, as node_exporter's device label (v1.1)
+	Devno                 string    `json:"devno"`  // st_dev as "major:minor" (v1.1)
 	FSType                string    `json:"fstype"`
 	SizeBytes             uint64    `json:"size_bytes"`
 	AvailBytes            uint64    `json:"avail_bytes"`

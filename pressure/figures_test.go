@@ -42,8 +42,12 @@ func TestFiguresMatchStatfsOnTmpfs(t *testing.T) {
 	if fig.Files != 2000 || fig.FilesFree != sf.Ffree {
 		t.Errorf("files = %d/%d free, want 2000/%d", fig.Files, fig.FilesFree, sf.Ffree)
 	}
-	if want := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)); fig.Device != want {
-		t.Errorf("device = %q, want %q", fig.Device, want)
+	if want := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)); fig.Devno != want {
+		t.Errorf("devno = %q, want %q", fig.Devno, want)
+	}
+	// The mount source, as node_exporter's device label has it.
+	if fig.Device != "tmpfs" {
+		t.Errorf("device = %q, want the mount source tmpfs", fig.Device)
 	}
 	if fig.Mountpoint != dir || fig.FSType != "tmpfs" {
 		t.Errorf("mountpoint, fstype = %q, %q; want %q, tmpfs", fig.Mountpoint, fig.FSType, dir)
@@ -59,7 +63,7 @@ func TestFiguresMatchStatfsOnTmpfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bare.SizeBytes != fig.SizeBytes || bare.Mountpoint != dir || bare.Device != fig.Device {
+	if bare.SizeBytes != fig.SizeBytes || bare.Mountpoint != dir || bare.Device != fig.Device || bare.Devno != fig.Devno {
 		t.Errorf("Statfs = %+v, want the figures of %s", bare, dir)
 	}
 	if bare.ReclaimThresholdBytes != 0 {

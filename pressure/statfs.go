@@ -39,9 +39,11 @@ func measurePath(mt *mountTable, path string, now time.Time) (api.Filesystem, ui
 	fig.Path = path
 	dev := uint64(st.Dev)
 	maj, min := unix.Major(dev), unix.Minor(dev)
-	fig.Device = fmt.Sprintf("%d:%d", maj, min)
+	fig.Devno = fmt.Sprintf("%d:%d", maj, min)
 	if e, ok := mt.forDevice(path, maj, min); ok {
-		fig.Mountpoint, fig.FSType = e.MountPoint, e.FSType
+		// device is the mount source, what node_exporter's device label holds
+		// ("/dev/vda1", "tmpfs"), so sandboxd's and node_exporter's series join on it.
+		fig.Mountpoint, fig.FSType, fig.Device = e.MountPoint, e.FSType, e.Source
 	}
 	fig.SampledAt = now
 	return fig, dev, nil
