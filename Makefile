@@ -9,8 +9,9 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Debian packages the tests drive: promtool (prometheus), fusermount3 (fuse3), chattr
-# (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace.
-DEB_DEPS := prometheus fuse3 e2fsprogs util-linux procps systemd dbus curl
+# (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace,
+# node_exporter scraping the textfile (prometheus-node-exporter).
+DEB_DEPS := prometheus prometheus-node-exporter fuse3 e2fsprogs util-linux procps systemd dbus curl
 
 .PHONY: all build run test bench lint fuzz deps clean status docs deb
 

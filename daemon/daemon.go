@@ -184,6 +184,9 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 		go serve(servers[1], tcp)
 	}
 
+	wg.Add(1)
+	go func() { defer wg.Done(); d.runTextfile(ctx) }()
+
 	if iv, ok := systemd.WatchdogInterval(); ok {
 		wd := &systemd.Watchdog{Notifier: d.notify, Interval: iv, Fresh: d.fresh, Logger: d.logger}
 		wg.Add(1)

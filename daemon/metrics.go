@@ -15,8 +15,12 @@ import (
 
 // metrics is sandboxd's private registry. Gauges are read from the components'
 // snapshots at scrape time; the only state kept here is what the HTTP layer counts.
+// reg holds sandboxd's own series, all that the node_exporter textfile gets; the Go and
+// process collectors live in runtime and only /metrics serves them (node_exporter has
+// those families already and fails the gathering of a textfile that repeats them).
 type metrics struct {
 	reg            *prometheus.Registry
+	runtime        *prometheus.Registry
 	handler        http.Handler
 	launchRequests *prometheus.CounterVec
 	launchDuration prometheus.Histogram
@@ -27,7 +31,7 @@ type metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(10e-6, 2.5, 14)
 
 func newMetrics(d *Daemon) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), runtime: prometheus.NewRegistry()}
 	m.launchRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sandboxd_launch_requests_total", Help: "Launch calls by result: ok or the error code of the refusal.",
 	}, []string{"result"})
@@ -38,11 +42,11 @@ func newMetrics(d *Daemon) *metrics {
 		Name: "sandboxd_launch_duration_seconds", Help: "Time to answer a launch call, from request decode to answer.",
 		Buckets: latencyBuckets,
 	})
-	m.reg.MustRegister(m.launchRequests, m.launchDuration,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&snapshotCollector{d: d})
-	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	m.reg.MustRegister(m.launchRequests, m.launchDuration, &snapshotCollector{d: d})
+	m.runtime.MustRegister(collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(prometheus.Gatherers{m.reg, m.runtime},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
 }
 
@@ -64,7 +68,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	descBuildInfo    = desc("sandboxd_build_info", "Build information; always 1.", "version", "goversion")
+	descBuildInfo    = desc("sandboxd_build_info", "Build information; always 1.", "version", "revision", "goversion")
 	descMode         = desc("sandboxd_mode", "The daemon's mode (enforce or observe); 1 for the current mode.", "mode")
 	descReloadOK     = desc("sandboxd_config_last_reload_successful", "Whether the last config load or reload succeeded.")
 	descReloadTime   = desc("sandboxd_config_last_reload_success_timestamp_seconds", "When the config was last loaded successfully.")
@@ -99,7 +103,7 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(dsc *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(dsc, prometheus.CounterValue, v, labels...)
 	}
-	gauge(descBuildInfo, 1, d.opts.Version, runtime.Version())
+	gauge(descBuildInfo, 1, d.opts.Version, d.opts.Commit, runtime.Version())
 	gauge(descMode, 1, d.config().Server.Mode)
 	ok, at := d.reloads.get()
 	gauge(descReloadOK, b2f(ok))

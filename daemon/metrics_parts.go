@@ -28,12 +28,20 @@ func (c *snapshotCollector) collectReclaim(ch chan<- prometheus.Metric, comps *c
 	for k, v := range rc.Runs {
 		counter(descReclaimRuns, float64(v), k.Trigger, k.Verdict)
 	}
+	// Every source reclaim can count under exists from start-up, at zero: each cache
+	// (named as its actions are), each site's prune ("site:NAME"), and the reserve.
 	sources := map[string]bool{}
 	for s := range rc.FreedBytes {
 		sources[s] = true
 	}
 	for _, ci := range comps.reclaim.Caches() {
-		sources[ci.Name] = true // every known source exists from start-up, at zero
+		sources[ci.Source()] = true
+	}
+	for _, name := range comps.sites.SiteNames() {
+		sources["site:"+name] = true
+	}
+	if comps.reclaim.HasReserves() {
+		sources["reserve"] = true
 	}
 	for s := range sources {
 		counter(descReclaimBytes, float64(rc.FreedBytes[s]), s)

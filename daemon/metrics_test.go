@@ -17,14 +17,16 @@ func TestMetricsExposition(t *testing.T) {
 	dir := t.TempDir()
 	site := filepath.Join(dir, "site")
 	os.Mkdir(site, 0o755)
-	td := startDaemon(t, "[[site]]\nname = \"s\"\npath = \""+site+"\"\n[[filesystem]]\npath = \""+dir+"\"\n")
+	td := startDaemon(t, "[[site]]\nname = \"s\"\npath = \""+site+"\"\n[[filesystem]]\npath = \""+dir+"\"\n",
+		func(o *Options) { o.Commit = "abc1234" })
 	td.do(t, "POST", "/v1/launch", "{}")
 	status, ctype, body := td.do(t, "GET", "/metrics", "")
 	if status != 200 || !strings.HasPrefix(ctype, "text/plain") {
 		t.Fatalf("/metrics: %d %s", status, ctype)
 	}
 	for _, want := range []string{
-		`sandboxd_build_info{goversion="`, `sandboxd_mode{mode="enforce"} 1`,
+		`sandboxd_build_info{goversion="`, `revision="abc1234",version="test"} 1`,
+		`sandboxd_reclaim_freed_bytes_total{source="site:s"} 0`, `sandboxd_reclaim_freed_files_total{source="site:s"} 0`, `sandboxd_mode{mode="enforce"} 1`,
 		"sandboxd_config_last_reload_successful 1", "sandboxd_config_last_reload_success_timestamp_seconds",
 		`sandboxd_filesystem_size_bytes{device="`, "sandboxd_filesystem_avail_bytes", "sandboxd_filesystem_files_free",
 		"sandboxd_filesystem_predicted_full_seconds", "sandboxd_filesystem_reclaim_threshold_bytes", "sandboxd_filesystem_stale",

@@ -27,6 +27,15 @@ func (c *cache) source() string {
 	return c.Name
 }
 
+// Source is the name the cache's freed bytes and files are counted under: the kind for
+// an auto cache (all pnpm stores count as "pnpm"), the name for a declared one.
+func (ci CacheInfo) Source() string {
+	if ci.Kind != declaredKind.name {
+		return ci.Kind
+	}
+	return ci.Name
+}
+
 // CacheInfo is a cache root as status shows it.
 type CacheInfo struct {
 	Name           string    `json:"name"`

@@ -194,3 +194,7 @@ func (r *Reclaimer) Shutdown(ctx context.Context) {
 		r.releaseReserve(rc.Filesystem, "shutting down below the replace threshold")
 	}
 }
+
+// HasReserves reports whether any filesystem has a reserve file configured: its
+// release is counted under the source "reserve".
+func (r *Reclaimer) HasReserves() bool { return len(r.opts.Reserves) > 0 }

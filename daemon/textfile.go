@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// runTextfile writes sandboxd's own series to [metrics] textfile every
+// textfile_interval, for node_exporter's textfile collector, until ctx ends. It reads
+// the config each round, so a reload that changes the path or the interval takes effect
+// at the next round; the file of a path no longer configured is removed, or it would
+// report frozen values for ever. A failed write (a full disk, a missing directory)
+// leaves the last complete file in place: node_textfile_mtime_seconds then shows its
+// age, which is what the stale-textfile alert watches. The file stays when sandboxd
+// stops, for the same reason: a stopped sandboxd must look stale, not vanish.
+func (d *Daemon) runTextfile(ctx context.Context) {
+	var written string // the path of the last successful write
+	var failing error  // the last failure, logged once until a write succeeds again
+	for {
+		m := d.config().Metrics
+		if written != "" && written != m.Textfile {
+			if err := os.Remove(written); err != nil && !errors.Is(err, os.ErrNotExist) {
+				d.logger.Warn("metrics textfile: cannot remove the file of the old path", "path", written, "err", err)
+			}
+			written = ""
+		}
+		if m.Textfile != "" {
+			err := writeTextfile(m.Textfile, d.metrics.reg)
+			switch {
+			case err == nil && failing != nil:
+				d.logger.Info("metrics textfile written again", "path", m.Textfile)
+				failing = nil
+			case err != nil && (failing == nil || failing.Error() != err.Error()):
+				d.logger.Warn("metrics textfile not written; the last complete file stays", "path", m.Textfile, "err", err)
+				failing = err
+			}
+			if err == nil {
+				written = m.Textfile
+			}
+		}
+		t := time.NewTimer(m.TextfileInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// writeTextfile renders g in the text exposition format and replaces path with it
+// atomically: a temporary file in the same directory (node_exporter reads only *.prom,
+// so it never sees the half-written one), fsync, mode 0644 (node_exporter runs as its
+// own user), rename. On any error the temporary file is removed and path is untouched.
+func writeTextfile(path string, g prometheus.Gatherer) (err error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return fmt.Errorf("gather: %w", err)
+	}
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			return fmt.Errorf("encode %s: %w", mf.GetName(), err)
+		}
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("create a temporary file in %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
+	}
+	return nil
+}
