@@ -21,6 +21,9 @@ const (
 	CodeMountUnavailable Code = "mount_unavailable"
 	CodeBusy             Code = "busy"
 	CodeInternal         Code = "internal"
+	// v1.1 (CONTRACT §11)
+	CodeConflict        Code = "conflict"
+	CodeJobsUnavailable Code = "jobs_unavailable"
 )
 
 type codeInfo struct {
@@ -41,6 +44,8 @@ var codes = map[Code]codeInfo{
 	CodeMountUnavailable: {http.StatusServiceUnavailable, 75, "mount unavailable"},
 	CodeBusy:             {http.StatusServiceUnavailable, 75, "busy"},
 	CodeInternal:         {http.StatusInternalServerError, 70, "internal error"},
+	CodeConflict:         {http.StatusConflict, 65, "conflict"},
+	CodeJobsUnavailable:  {http.StatusServiceUnavailable, 69, "jobs unavailable"},
 }
 
 // Codes lists every error code, in the precedence order of CONTRACT §3 for the ones that
@@ -49,6 +54,7 @@ var Codes = []Code{
 	CodeNotFound, CodeReplaceSandbox, CodeDiskFull, CodeInodesExhausted,
 	CodeMountUnavailable, CodeBusy,
 	CodeBadRequest, CodeForbidden, CodeMethodNotAllowed, CodePayloadTooLarge, CodeInternal,
+	CodeConflict, CodeJobsUnavailable,
 }
 
 // Status is the HTTP status of the code (500 for an unknown code).

@@ -1,0 +1,127 @@
+package api
+
+import "time"
+
+// Job routes (CONTRACT §11).
+const (
+	RouteJobsRegister = "POST /v1/jobs"
+	RouteJobsList     = "GET /v1/jobs"
+	RouteJobsLeaks    = "GET /v1/jobs/leaks"
+	RouteJobGet       = "GET /v1/jobs/{id}"
+	RouteJobDelete    = "DELETE /v1/jobs/{id}"
+	RouteJobHeartbeat = "POST /v1/jobs/{id}/heartbeat"
+)
+
+// FeatureJobs is listed in status.features when the daemon has the job registry.
+const FeatureJobs = "jobs"
+
+// Job states.
+const (
+	JobRunning = "running"
+	JobEnding  = "ending"
+	JobEnded   = "ended"  // its processes exited by themselves
+	JobKilled  = "killed" // ended by sandboxd
+	JobLeaked  = "leaked" // still had processes after SIGKILL and the wait after it
+)
+
+// Reasons a job ended (or is ending).
+const (
+	ReasonLeaseExpired = "lease_expired"
+	ReasonMaxLifetime  = "max_lifetime"
+	ReasonDeleted      = "deleted"
+	ReasonExited       = "exited"
+)
+
+// JobRequest is the body of POST /v1/jobs. Nil durations take the [jobs] defaults.
+type JobRequest struct {
+	ID          string            `json:"id,omitempty"`
+	PID         int               `json:"pid"`
+	TTL         *Duration         `json:"ttl,omitempty"`
+	MaxLifetime *Duration         `json:"max_lifetime,omitempty"`
+	Grace       *Duration         `json:"grace,omitempty"`
+	Site        string            `json:"site,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST /v1/jobs/{id}/heartbeat.
+type HeartbeatRequest struct {
+	Extend *Duration `json:"extend,omitempty"`
+}
+
+// Job is one registered job (CONTRACT §11).
+type Job struct {
+	ID     string `json:"id"`
+	Site   string `json:"site,omitempty"`
+	PID    int    `json:"pid"`
+	Cgroup string `json:"cgroup"`
+	State  string `json:"state"`
+	// Reason is why the job ended or is ending; "" while it runs.
+	Reason         string            `json:"reason"`
+	StartedAt      time.Time         `json:"started_at"`
+	LeaseExpiresAt time.Time         `json:"lease_expires_at"`
+	DeadlineAt     time.Time         `json:"deadline_at"`
+	EndedAt        *time.Time        `json:"ended_at"`
+	TTLSeconds     float64           `json:"ttl_seconds"`
+	GraceSeconds   float64           `json:"grace_seconds"`
+	Heartbeats     int64             `json:"heartbeats"`
+	Processes      int               `json:"processes"`
+	Labels         map[string]string `json:"labels"`
+	Warnings       []string          `json:"warnings,omitempty"`
+}
+
+// JobsPage is the body of GET /v1/jobs.
+type JobsPage struct {
+	Jobs []Job `json:"jobs"`
+	// Available is false when the host has no usable cgroup v2; Reason says why.
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
+	Root      string `json:"cgroup_root"`
+}
+
+// Leak kinds (the kind label of sandboxd_jobs_leaked).
+const (
+	LeakRegistered    = "registered"     // a job in state leaked
+	LeakUnleased      = "unleased"       // a site's pid file names a live process no job holds
+	LeakUnknownCgroup = "unknown_cgroup" // a non-empty cgroup under the jobs root the registry does not know
+)
+
+// Leak is one finding of the leak check.
+type Leak struct {
+	Kind       string  `json:"kind"`
+	Job        string  `json:"job,omitempty"`
+	Site       string  `json:"site,omitempty"`
+	PID        int     `json:"pid,omitempty"`
+	Cgroup     string  `json:"cgroup,omitempty"`
+	Processes  int     `json:"processes"`
+	AgeSeconds float64 `json:"age_seconds"`
+	Detail     string  `json:"detail"`
+	// Cleaned is true when ?clean=true ended it; Error says why it could not be.
+	Cleaned bool   `json:"cleaned"`
+	Error   string `json:"error,omitempty"`
+}
+
+// LeaksReport is the body of GET /v1/jobs/leaks.
+type LeaksReport struct {
+	Leaks     []Leak    `json:"leaks"`
+	CheckedAt time.Time `json:"checked_at"`
+	Cleaned   bool      `json:"cleaned"`
+}
+
+// JobsSummary is the jobs part of GET /v1/status.
+type JobsSummary struct {
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
+	Root      string `json:"cgroup_root"`
+	Running   int    `json:"running"`
+	Ending    int    `json:"ending"`
+	Leaked    int    `json:"leaked"`
+	Ended     int    `json:"ended"`
+	// Oldest is the id of the oldest running job; NextLapse the job whose lease lapses first.
+	Oldest          string     `json:"oldest,omitempty"`
+	OldestStartedAt *time.Time `json:"oldest_started_at,omitempty"`
+	NextLapse       string     `json:"next_lapse,omitempty"`
+	NextLapseAt     *time.Time `json:"next_lapse_at,omitempty"`
+}
+
+// EventJob is the event kind of a job's registration; its end is an EventKill.
+const EventJob = "job"

@@ -1,0 +1,162 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// End ends job id as DELETE does (reason api.ReasonDeleted) or as the dead-man switch
+// does: SIGTERM to every process of its cgroup, SIGKILL after its grace, and, when wait is
+// set, it returns only once the cgroup is empty (or the job is leaked), or ctx ends.
+func (m *Manager) End(ctx context.Context, id, reason string, wait bool) (api.Job, error) {
+	m.mu.Lock()
+	j, ok := m.jobs[id]
+	if !ok {
+		m.mu.Unlock()
+		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
+	}
+	m.startEndLocked(j, reason)
+	done := j.done
+	m.mu.Unlock()
+	if wait {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			v, _ := m.Get(id)
+			return v, ctx.Err()
+		}
+	}
+	v, _ := m.Get(id)
+	return v, nil
+}
+
+// startEndLocked moves a running job to ending and starts the goroutine that ends it.
+func (m *Manager) startEndLocked(j *job, reason string) {
+	if j.State == api.JobRunning {
+		j.State, j.Reason = api.JobEnding, reason
+		m.markDirty()
+	}
+	if j.State != api.JobEnding || j.endOnce {
+		return
+	}
+	j.endOnce = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.runEnd(m.runCtx, j)
+	}()
+}
+
+// runEnd is the ending of one job. Nothing here sleeps: every wait is on cgroup.events.
+func (m *Manager) runEnd(ctx context.Context, j *job) {
+	dir := j.Cgroup
+	start := time.Now()
+	pop, _, err := events(dir)
+	if errors.Is(err, os.ErrNotExist) || err == nil && !pop {
+		m.finish(j, api.JobEnded, api.ReasonExited, dir)
+		return
+	}
+	n, _ := m.cg.signalAll(dir, unix.SIGTERM)
+	gctx, cancel := context.WithTimeout(ctx, j.Grace)
+	err = waitEvents(gctx, dir, func(p, _ bool) bool { return !p })
+	cancel()
+	killed := false
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the daemon stops: the job stays ending, and the next start finishes it
+		}
+		killed = true
+		if err := m.cg.killAll(ctx, dir, !m.opts.NoCgroupKill); err != nil {
+			m.opts.Logger.Warn("job kill failed", "job", j.ID, "cgroup", dir, "err", err)
+		}
+		kctx, cancel := context.WithTimeout(ctx, m.opts.KillWait)
+		err = waitEvents(kctx, dir, func(p, _ bool) bool { return !p })
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.finish(j, api.JobLeaked, j.Reason, dir)
+			return
+		}
+	}
+	m.opts.Logger.Info("job processes gone", "job", j.ID, "sigterm", n, "sigkill", killed, "took", time.Since(start).Round(time.Millisecond))
+	m.finish(j, api.JobKilled, j.Reason, dir)
+}
+
+// finish records the end of j, removes its (empty) cgroup, and tells OnEnd. Only a live
+// job ends, and only a leaked one becomes killed once it empties: whichever of the
+// ending goroutine and the cgroup.events watcher comes second changes nothing.
+func (m *Manager) finish(j *job, state, reason, dir string) {
+	m.mu.Lock()
+	wasLive := j.live()
+	ok := wasLive || j.State == api.JobLeaked && state == api.JobKilled
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	if state != api.JobLeaked {
+		if err := removeTree(dir); err != nil {
+			m.opts.Logger.Warn("job cgroup not removed", "job", j.ID, "err", err)
+		}
+	}
+	m.mu.Lock()
+	if wasLive != j.live() || !wasLive && j.State != api.JobLeaked {
+		m.mu.Unlock()
+		return // someone else finished it meanwhile
+	}
+	m.finishLocked(j, state, reason)
+	if m.watch != nil && j.wd != 0 && state != api.JobLeaked {
+		m.watch.remove(j.wd)
+		j.wd = 0
+	}
+	cbs := append([]func(string, string){}, m.onEnd...)
+	m.mu.Unlock()
+	m.markDirty()
+	m.kick()
+	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir}
+	msg := "job " + state + ": " + reason
+	if state == api.JobLeaked {
+		msg = "job leaked: processes left after SIGKILL and " + m.opts.KillWait.String()
+		m.opts.Logger.Error("job leaked", "job", j.ID, "cgroup", dir, "reason", reason)
+	} else {
+		m.opts.Logger.Info("job "+state, "job", j.ID, "reason", reason)
+	}
+	m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: msg, Fields: fields})
+	if !wasLive {
+		return
+	}
+	if m.opts.OnEnd != nil {
+		m.opts.OnEnd(j.ID, reason)
+	}
+	for _, f := range cbs {
+		f(j.ID, reason)
+	}
+}
+
+func (m *Manager) finishLocked(j *job, state, reason string) {
+	if j.live() {
+		m.endedTotal[reason]++
+	}
+	j.State, j.Reason = state, reason
+	if j.EndedAt.IsZero() {
+		j.EndedAt = m.opts.Now().Round(time.Millisecond)
+		j.EndedBoot = boottime()
+	}
+	select {
+	case <-j.done:
+	default:
+		close(j.done)
+	}
+}
+
+func sortByEnd(js []*job) {
+	sort.Slice(js, func(a, b int) bool { return js[a].EndedBoot < js[b].EndedBoot })
+}

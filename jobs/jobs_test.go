@@ -1,0 +1,97 @@
+package jobs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+func dur(d time.Duration) *api.Duration { v := api.Duration(d); return &v }
+
+// A job whose command double-forks a setsid grandchild and never heartbeats: every
+// process is gone once the lease lapsed and the grace passed, the job is killed with
+// reason lease_expired, and its cgroup is removed.
+func TestLeaseLapseEndsSetsidGrandchild(t *testing.T) {
+	f := newFixture(t, nil)
+	pids := filepath.Join(t.TempDir(), "pids")
+	// The shell waits for the go signal (the registration), then double-forks: a child
+	// that runs setsid, whose grandchild outlives the child and leaves the session.
+	cmd := spawn(t, `while [ ! -e `+pids+`.go ]; do sleep 0.05; done
+( setsid sh -c 'echo $$ >> `+pids+`; exec sleep 600' & ) ; echo $$ >> `+pids+`; exec sleep 600`)
+	var ended []string
+	f.m.OnEnd(func(id, reason string) { ended = append(ended, id+":"+reason) })
+	j, err := f.m.Register(api.JobRequest{ID: "lapse", PID: cmd.Process.Pid, TTL: dur(500 * time.Millisecond)}, Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != api.JobRunning || j.Cgroup != filepath.Join(f.root, "jobs", "lapse") {
+		t.Fatalf("registered job = %+v", j)
+	}
+	os.WriteFile(pids+".go", nil, 0o644)
+	got := readPids(t, pids, 2)
+	for _, p := range got {
+		if !alive(p) {
+			t.Fatalf("process %d is not running before the lease lapsed", p)
+		}
+	}
+	waitFor(t, 10*time.Second, "the job to end", func() bool {
+		v, _ := f.m.Get("lapse")
+		return v.State == api.JobKilled
+	})
+	v, _ := f.m.Get("lapse")
+	if v.Reason != api.ReasonLeaseExpired {
+		t.Errorf("reason = %q, want lease_expired", v.Reason)
+	}
+	for _, p := range got {
+		if alive(p) {
+			t.Errorf("process %d outlived its job", p)
+		}
+	}
+	if _, err := os.Stat(j.Cgroup); !os.IsNotExist(err) {
+		t.Errorf("job cgroup %s still exists after the job ended: %v", j.Cgroup, err)
+	}
+	if len(ended) != 1 || ended[0] != "lapse:lease_expired" {
+		t.Errorf("OnEnd calls = %v, want [lapse:lease_expired]", ended)
+	}
+}
+
+// DELETE answers only once no process of the job is left: cgroup.procs is empty and
+// kill -0 fails for every pid recorded before.
+func TestEndWaitsUntilEmpty(t *testing.T) {
+	f := newFixture(t, nil)
+	pids := filepath.Join(t.TempDir(), "pids")
+	cmd := spawn(t, `while [ ! -e `+pids+`.go ]; do sleep 0.05; done
+for i in 1 2 3 4 5; do ( trap 'sleep 0.3; exit 0' TERM; echo $$ >/dev/null; sh -c 'echo $$ >> `+pids+`; trap "sleep 0.2; exit" TERM; while :; do sleep 0.1; done' ) & done
+echo $$ >> `+pids+`; wait`)
+	j, err := f.m.Register(api.JobRequest{ID: "del", PID: cmd.Process.Pid}, Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(pids+".go", nil, 0o644)
+	recorded := readPids(t, pids, 6)
+	v, err := f.m.End(context.Background(), "del", api.ReasonDeleted, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != api.JobKilled || v.Reason != api.ReasonDeleted {
+		t.Errorf("after End: state %s reason %s, want killed deleted", v.State, v.Reason)
+	}
+	if b, err := os.ReadFile(filepath.Join(j.Cgroup, "cgroup.procs")); err == nil && strings.TrimSpace(string(b)) != "" {
+		t.Errorf("cgroup.procs after End: %q", b)
+	}
+	for _, p := range recorded {
+		if alive(p) {
+			t.Errorf("process %d alive after End returned", p)
+		}
+	}
+	if _, err := f.m.Heartbeat("del", 0); err == nil {
+		t.Error("heartbeat of an ended job succeeded")
+	} else if p := err.(*api.Problem); p.Code != api.CodeNotFound {
+		t.Errorf("heartbeat of an ended job: %v, want not_found", err)
+	}
+}

@@ -1,0 +1,225 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Leaks is the loud leak check of CONTRACT §11: (1) jobs in state leaked, (2) live
+// processes that a site's <id>.pid names, that no registered job holds and that have run
+// longer than unleased_max, (3) non-empty cgroups under <root>/jobs the registry does not
+// know. With clean it ends each one first, and still reports it: a check that cleans up
+// silently is a cleanup step, not a check. An error means the check could not run.
+func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error) {
+	rep := api.LeaksReport{CheckedAt: m.opts.Now(), Cleaned: clean, Leaks: []api.Leak{}}
+	if m.unavailable != "" {
+		return rep, api.NewProblem(api.CodeJobsUnavailable, "the leak check cannot run: %s", m.unavailable)
+	}
+	jobsDir := filepath.Join(m.root, "jobs")
+	ents, err := os.ReadDir(jobsDir)
+	if err != nil && !os.IsNotExist(err) {
+		return rep, api.NewProblem(api.CodeJobsUnavailable, "the leak check cannot run: read the cgroup root: %v", err)
+	}
+	boot := boottime()
+
+	// (1) registered jobs that could not be emptied.
+	m.mu.Lock()
+	known := map[string]bool{}
+	for id, j := range m.jobs {
+		if j.live() || j.State == api.JobLeaked {
+			known[id] = true
+		}
+		if j.State == api.JobLeaked {
+			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakRegistered, Job: id, Site: j.Site, PID: j.PID,
+				Cgroup: j.Cgroup, AgeSeconds: float64(boot-j.StartBoot) / 1e9,
+				Detail: fmt.Sprintf("job %s still has processes after SIGKILL (reason %s)", id, j.Reason)})
+		}
+	}
+	m.mu.Unlock()
+
+	// (3) cgroups nobody registered that hold processes.
+	for _, e := range ents {
+		if !e.IsDir() || known[e.Name()] {
+			continue
+		}
+		dir := filepath.Join(jobsDir, e.Name())
+		if n := countProcs(dir); n > 0 {
+			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakUnknownCgroup, Cgroup: dir, Processes: n,
+				Detail: fmt.Sprintf("cgroup %s has %d processes and no registered job", dir, n)})
+		}
+	}
+
+	// (2) processes that pid files name and no job holds.
+	if m.opts.PidFiles != nil {
+		for _, pf := range m.opts.PidFiles() {
+			if l, ok := m.unleased(pf, boot, known); ok {
+				rep.Leaks = append(rep.Leaks, l)
+			}
+		}
+	}
+	for i := range rep.Leaks {
+		l := &rep.Leaks[i]
+		if l.Kind == api.LeakRegistered || l.Kind == api.LeakUnknownCgroup {
+			if l.Processes == 0 {
+				l.Processes = countProcs(l.Cgroup)
+			}
+		}
+	}
+	if clean {
+		for i := range rep.Leaks {
+			m.clean(ctx, &rep.Leaks[i])
+		}
+	}
+	sort.SliceStable(rep.Leaks, func(a, b int) bool { return rep.Leaks[a].Kind < rep.Leaks[b].Kind })
+	counts := map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0}
+	for _, l := range rep.Leaks {
+		counts[l.Kind]++
+	}
+	m.mu.Lock()
+	m.lastLeaks = counts
+	m.mu.Unlock()
+	if len(rep.Leaks) > 0 {
+		m.opts.Logger.Warn("leak check found leaks", "leaks", len(rep.Leaks), "clean", clean)
+	}
+	return rep, nil
+}
+
+func (m *Manager) unleased(pf PidFile, boot int64, known map[string]bool) (api.Leak, bool) {
+	if pf.PID <= 1 || known[pf.Job] {
+		return api.Leak{}, false
+	}
+	ticks, _, alive := procInfo(m.opts.ProcRoot, pf.PID)
+	if !alive {
+		return api.Leak{}, false
+	}
+	if cg, err := pidCgroup(m.opts.ProcRoot, strconv.Itoa(pf.PID)); err == nil {
+		if _, ok := strings.CutPrefix(cg, m.cg.rel(filepath.Join(m.root, "jobs"))+"/"); ok {
+			return api.Leak{}, false // held by a job's cgroup (a job under another id)
+		}
+	}
+	age := time.Duration(boot - int64(ticks)*int64(time.Second)/clockTicks)
+	if age <= m.opts.UnleasedMax {
+		return api.Leak{}, false
+	}
+	return api.Leak{Kind: api.LeakUnleased, Job: pf.Job, Site: pf.Site, PID: pf.PID, Processes: 1,
+		AgeSeconds: age.Seconds(),
+		Detail: fmt.Sprintf("process %d named by %s's %s.pid has run for %s with no lease (unleased_max %s)",
+			pf.PID, pf.Site, pf.Job, age.Round(time.Second), m.opts.UnleasedMax)}, true
+}
+
+// clean ends what l found. An unleased process is first adopted into a cgroup of its own
+// with its descendants, so that ending it is the same race-free kill as for a job.
+func (m *Manager) clean(ctx context.Context, l *api.Leak) {
+	var err error
+	switch l.Kind {
+	case api.LeakRegistered:
+		err = m.killCgroup(ctx, l.Cgroup)
+		if err == nil {
+			m.mu.Lock()
+			j := m.jobs[l.Job]
+			m.mu.Unlock()
+			if j != nil {
+				m.checkEmpty(j)
+			}
+		}
+	case api.LeakUnknownCgroup:
+		if err = m.killCgroup(ctx, l.Cgroup); err == nil {
+			err = removeTree(l.Cgroup)
+		}
+	case api.LeakUnleased:
+		err = m.adoptAndEnd(ctx, l)
+	}
+	l.Cleaned = err == nil
+	if err != nil {
+		l.Error = err.Error()
+	}
+	m.emit(api.Event{Kind: api.EventKill, Subject: l.Detail, Message: "leak check --clean: " + map[bool]string{true: "ended", false: "could not end"}[l.Cleaned],
+		Fields: map[string]any{"kind": l.Kind, "job": l.Job, "pid": l.PID, "cgroup": l.Cgroup, "error": l.Error}})
+}
+
+func (m *Manager) killCgroup(ctx context.Context, dir string) error {
+	if err := m.cg.killAll(ctx, dir, !m.opts.NoCgroupKill); err != nil {
+		return err
+	}
+	kctx, cancel := context.WithTimeout(ctx, m.opts.KillWait)
+	defer cancel()
+	if err := waitEvents(kctx, dir, func(p, _ bool) bool { return !p }); err != nil {
+		return fmt.Errorf("cgroup %s still has %d processes after SIGKILL", dir, countProcs(dir))
+	}
+	return nil
+}
+
+// adoptAndEnd registers an unleased process as a job with an already lapsed lease and
+// ends it: SIGTERM, grace, SIGKILL, wait for empty.
+func (m *Manager) adoptAndEnd(ctx context.Context, l *api.Leak) error {
+	id := "leak-" + l.Job
+	if validID(id) != nil {
+		id = fmt.Sprintf("leak-%d", l.PID)
+	}
+	zero := api.Duration(time.Nanosecond)
+	j, err := m.Register(api.JobRequest{ID: id, PID: l.PID, TTL: &zero, Site: l.Site,
+		Labels: map[string]string{"adopted_by": "leak-check"}}, Caller{UID: 0})
+	if err != nil {
+		return err
+	}
+	for _, c := range m.descendants(l.PID) {
+		writeFile(filepath.Join(j.Cgroup, "cgroup.procs"), strconv.Itoa(c))
+	}
+	v, err := m.End(ctx, j.ID, api.ReasonLeaseExpired, true)
+	if err != nil {
+		return err
+	}
+	if v.State == api.JobLeaked {
+		return fmt.Errorf("process %d's cgroup still has processes after SIGKILL", l.PID)
+	}
+	return nil
+}
+
+// descendants lists the live descendants of pid by their parent pids (read once).
+func (m *Manager) descendants(pid int) []int {
+	ents, err := os.ReadDir(m.opts.ProcRoot)
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(m.opts.ProcRoot, e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,318 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/state"
+)
+
+// Options configure a Manager. Zero durations take the defaults of [jobs] (CONTRACT §10).
+type Options struct {
+	// CgroupRoot is [jobs] cgroup_root; "" finds it with FindRoot.
+	CgroupRoot  string
+	DefaultTTL  time.Duration // 3m
+	MaxLifetime time.Duration // 12h: the cap for jobs that ask for more or for nothing
+	Grace       time.Duration // 10s
+	UnleasedMax time.Duration // 1h
+	KeepEnded   time.Duration // 1h
+	// KillWait is how long a job may still have processes after SIGKILL before it is
+	// leaked (10s, CONTRACT §11).
+	KillWait time.Duration
+	// MaxJobs bounds the live jobs (4096) and MaxEnded the ended ones kept listed (1024),
+	// so a flood of registrations cannot grow the daemon without bound.
+	MaxJobs, MaxEnded int
+	// SweepInterval is the period of the background leak check (1m).
+	SweepInterval time.Duration
+
+	State    *state.Store // nil: memory only
+	Now      func() time.Time
+	Events   func(api.Event)
+	Logger   *slog.Logger
+	ProcRoot string // "/proc"
+
+	// SiteKnown says whether a site name is configured; nil accepts any.
+	SiteKnown func(name string) bool
+	// PidFiles lists the live processes that sites' <id>.pid files name, for the leak
+	// check (nil: none). Declared here so that jobs does not import retention.
+	PidFiles func() []PidFile
+	// OnEnd, when set, is called once for every job that stops running (see Manager.OnEnd).
+	OnEnd func(id, reason string)
+
+	// NoCgroupKill makes ending use freeze, kill, thaw even where cgroup.kill exists (tests
+	// of the fallback for kernels before 5.14).
+	NoCgroupKill bool
+}
+
+// PidFile is one site job whose pid file names a live process.
+type PidFile struct {
+	Site string
+	Job  string
+	PID  int
+}
+
+// Caller is who registers a job: a peer with uid 0 may register any process, any other
+// only its own.
+type Caller struct {
+	UID uint32
+}
+
+func (o *Options) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.DefaultTTL, 3*time.Minute)
+	def(&o.MaxLifetime, 12*time.Hour)
+	def(&o.UnleasedMax, time.Hour)
+	def(&o.KeepEnded, time.Hour)
+	def(&o.KillWait, 10*time.Second)
+	def(&o.SweepInterval, time.Minute)
+	if o.Grace < 0 {
+		o.Grace = 10 * time.Second
+	}
+	if o.MaxJobs <= 0 {
+		o.MaxJobs = 4096
+	}
+	if o.MaxEnded <= 0 {
+		o.MaxEnded = 1024
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Events == nil {
+		o.Events = func(api.Event) {}
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+}
+
+// job is one registered job. Exported fields are what the state document keeps.
+type job struct {
+	ID        string            `json:"id"`
+	Site      string            `json:"site,omitempty"`
+	PID       int               `json:"pid"`
+	Cgroup    string            `json:"cgroup"`
+	State     string            `json:"state"`
+	Reason    string            `json:"reason,omitempty"`
+	StartedAt time.Time         `json:"started_at"`
+	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	// Boot-relative instants (CLOCK_BOOTTIME, ns): these, not the wall times, decide.
+	StartBoot    int64         `json:"start_boot"`
+	LeaseBoot    int64         `json:"lease_boot"`
+	DeadlineBoot int64         `json:"deadline_boot"`
+	EndedBoot    int64         `json:"ended_boot,omitempty"`
+	TTL          time.Duration `json:"ttl"`
+	Grace        time.Duration `json:"grace"`
+	Heartbeats   int64         `json:"heartbeats"`
+	// Adopted marks a job the leak check made for an unleased process it ended.
+	Adopted bool `json:"adopted,omitempty"`
+
+	done    chan struct{} // closed when the job stops running or ending
+	endOnce bool          // an ending goroutine was started
+	wd      int           // inotify watch of its cgroup.events; 0 = none
+}
+
+func (j *job) live() bool { return j.State == api.JobRunning || j.State == api.JobEnding }
+
+// Manager is the job registry and its dead-man switch. Create it with New, run it with Run.
+type Manager struct {
+	opts        Options
+	cg          cgroupFS
+	root        string // <root>/jobs/<id> holds each job
+	delegated   bool   // root is the daemon's own delegated cgroup
+	unavailable string // why jobs cannot run here; "" when they can
+	boot        string // boot id the leases belong to
+
+	mu           sync.Mutex // guards the fields below
+	jobs         map[string]*job
+	rootReady    bool
+	onEnd        []func(id, reason string)
+	endedTotal   map[string]int64
+	lastLeaks    map[string]int
+	lastActivity time.Time
+	runCtx       context.Context
+	wg           *sync.WaitGroup
+	watch        *watcher
+
+	wake    chan struct{} // a lease changed: recompute the next deadline
+	dirty   chan struct{} // the registry changed: save it soon
+	saveMu  sync.Mutex    // serialises writes of the state document
+	saveErr error
+}
+
+// New builds a Manager: it works out the cgroup root (a host without usable cgroup v2
+// gives a Manager whose calls answer jobs_unavailable with the reason) and loads the
+// registry of an earlier run from the state directory. It creates no cgroup: the root is
+// made on the first registration, so a daemon that never runs a job leaves nothing.
+func New(opts Options) *Manager {
+	opts.setDefaults()
+	m := &Manager{opts: opts, jobs: map[string]*job{}, endedTotal: map[string]int64{},
+		lastLeaks: map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0},
+		runCtx:    context.Background(), wg: &sync.WaitGroup{},
+		wake: make(chan struct{}, 1), dirty: make(chan struct{}, 1)}
+	for _, r := range []string{api.ReasonLeaseExpired, api.ReasonMaxLifetime, api.ReasonDeleted, api.ReasonExited} {
+		m.endedTotal[r] = 0
+	}
+	m.boot = bootID(opts.ProcRoot)
+	m.unavailable = m.findRoot()
+	m.load()
+	return m
+}
+
+func (m *Manager) findRoot() string {
+	mount, err := cgroup2Mount(m.opts.ProcRoot)
+	if err != nil {
+		return err.Error()
+	}
+	m.cg = cgroupFS{mount: mount, procRoot: m.opts.ProcRoot}
+	if m.opts.CgroupRoot != "" {
+		m.root = filepath.Clean(m.opts.CgroupRoot)
+		if err := checkCgroup2(m.root); err != nil {
+			return "[jobs] cgroup_root: " + err.Error()
+		}
+		if rel, err := filepath.Rel(mount, m.root); err != nil || rel == ".." || len(rel) > 1 && rel[:2] == ".." {
+			return "[jobs] cgroup_root " + m.root + " is not below the cgroup2 mount " + mount
+		}
+	} else {
+		root, delegated, err := FindRoot(m.opts.ProcRoot)
+		if err != nil {
+			return err.Error()
+		}
+		m.root, m.delegated = root, delegated
+	}
+	if err := writableAncestor(m.root); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func writableAncestor(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			if err := accessW(d); err != nil {
+				return err
+			}
+			return nil
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// Available says whether jobs can run here, and if not, why.
+func (m *Manager) Available() (bool, string) { return m.unavailable == "", m.unavailable }
+
+// Root is the cgroup root jobs live under (each in <root>/jobs/<id>).
+func (m *Manager) Root() string { return m.root }
+
+// OnEnd registers f to be called once for every job that stops running — it ended, was
+// killed, or leaked — with its id and reason, after its cgroup was emptied (or given up
+// on). f runs on the goroutine that ended the job and must not block for long.
+func (m *Manager) OnEnd(f func(id, reason string)) {
+	m.mu.Lock()
+	m.onEnd = append(m.onEnd, f)
+	m.mu.Unlock()
+}
+
+// Get returns the job id (running or ended and still listed).
+func (m *Manager) Get(id string) (api.Job, bool) {
+	m.mu.Lock()
+	j, ok := m.jobs[id]
+	var out api.Job
+	if ok {
+		out = m.viewLocked(j)
+	}
+	m.mu.Unlock()
+	if ok && out.State != api.JobEnded && out.State != api.JobKilled {
+		out.Processes = countProcs(out.Cgroup)
+	}
+	return out, ok
+}
+
+// List returns every job, oldest first.
+func (m *Manager) List() []api.Job {
+	m.mu.Lock()
+	out := make([]api.Job, 0, len(m.jobs))
+	for _, j := range m.jobs {
+		out = append(out, m.viewLocked(j))
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].StartedAt.Equal(out[b].StartedAt) {
+			return out[a].StartedAt.Before(out[b].StartedAt)
+		}
+		return out[a].ID < out[b].ID
+	})
+	for i := range out {
+		if out[i].State != api.JobEnded && out[i].State != api.JobKilled {
+			out[i].Processes = countProcs(out[i].Cgroup)
+		}
+	}
+	return out
+}
+
+func countProcs(dir string) int {
+	p, err := procsOf(dir)
+	if err != nil {
+		return 0
+	}
+	return len(p)
+}
+
+// viewLocked is j as the API shows it, with boot-relative instants turned into wall
+// times against the clock of now.
+func (m *Manager) viewLocked(j *job) api.Job {
+	now, boot := m.opts.Now(), boottime()
+	wall := func(b int64) time.Time { return now.Add(time.Duration(b - boot)).Round(time.Millisecond) }
+	v := api.Job{ID: j.ID, Site: j.Site, PID: j.PID, Cgroup: j.Cgroup, State: j.State, Reason: j.Reason,
+		StartedAt: j.StartedAt, LeaseExpiresAt: wall(j.LeaseBoot), DeadlineAt: wall(j.DeadlineBoot),
+		TTLSeconds: j.TTL.Seconds(), GraceSeconds: j.Grace.Seconds(), Heartbeats: j.Heartbeats,
+		Labels: j.Labels}
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
+	}
+	if !j.EndedAt.IsZero() {
+		t := j.EndedAt
+		v.EndedAt = &t
+	}
+	return v
+}
+
+func (m *Manager) emit(ev api.Event) { m.opts.Events(ev) }
+
+func (m *Manager) markDirty() {
+	select {
+	case m.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) kick() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Holds says whether a registered job of site with id still has its processes (running,
+// ending or leaked): retention counts such a job's files as running (CONTRACT §11).
+func (m *Manager) Holds(site, id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	return ok && j.Site == site && (j.live() || j.State == api.JobLeaked)
+}

@@ -1,0 +1,292 @@
+package jobs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Bounds on what one registration may carry (bounded memory per job).
+const (
+	maxIDLen      = 128
+	maxLabels     = 32
+	maxLabelKey   = 64
+	maxLabelValue = 256
+	maxGrace      = 10 * time.Minute
+)
+
+// validID accepts what can name a cgroup directory and a site's job (the name up to its
+// first '.'): letters, digits, '-' and '_'.
+func validID(id string) error {
+	if id == "" || len(id) > maxIDLen {
+		return fmt.Errorf("%q is not a job id: use 1 to %d letters, digits, '-' or '_'", id, maxIDLen)
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%q is not a job id: %q is not allowed (use letters, digits, '-' or '_'; the id names a cgroup directory and a site's files)", id, c)
+		}
+	}
+	return nil
+}
+
+func bad(format string, args ...any) error { return api.NewProblem(api.CodeBadRequest, format, args...) }
+
+// Register makes pid a job: it moves the process into <root>/jobs/<id>, so everything it
+// forks from then on is the job's, and starts its lease. Errors are *api.Problem.
+func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
+	if m.unavailable != "" {
+		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "jobs are unavailable on this host: %s", m.unavailable)
+	}
+	var warnings []string
+	if req.ID == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		req.ID = hex.EncodeToString(b[:])
+	}
+	if err := validID(req.ID); err != nil {
+		return api.Job{}, bad("field \"id\": %v", err)
+	}
+	if req.PID <= 0 {
+		return api.Job{}, bad("field \"pid\": want the process id (> 0) of the job's first process, got %d", req.PID)
+	}
+	ttl := m.opts.DefaultTTL
+	if req.TTL != nil {
+		if ttl = req.TTL.D(); ttl <= 0 {
+			return api.Job{}, bad("field \"ttl\": the lease must be longer than 0s, got %s", ttl)
+		}
+	}
+	life := m.opts.MaxLifetime
+	if req.MaxLifetime != nil {
+		switch v := req.MaxLifetime.D(); {
+		case v <= 0:
+			return api.Job{}, bad("field \"max_lifetime\": must be longer than 0s, got %s", v)
+		case v > life:
+			warnings = append(warnings, fmt.Sprintf("max_lifetime %s is above the cap [jobs] max_lifetime = %s: clamped to %s", v, life, life))
+		default:
+			life = v
+		}
+	}
+	grace := m.opts.Grace
+	if req.Grace != nil {
+		if grace = req.Grace.D(); grace > maxGrace {
+			warnings = append(warnings, fmt.Sprintf("grace %s is above %s: clamped to %s", grace, maxGrace, maxGrace))
+			grace = maxGrace
+		}
+	}
+	if req.Site != "" && m.opts.SiteKnown != nil && !m.opts.SiteKnown(req.Site) {
+		return api.Job{}, api.NewProblem(api.CodeNotFound, "field \"site\": no site %q is configured", req.Site)
+	}
+	if len(req.Labels) > maxLabels {
+		return api.Job{}, bad("field \"labels\": at most %d labels, got %d", maxLabels, len(req.Labels))
+	}
+	for k, v := range req.Labels {
+		if k == "" || len(k) > maxLabelKey || len(v) > maxLabelValue {
+			return api.Job{}, bad("field \"labels\": label %.40q: keys are 1 to %d bytes, values at most %d", k, maxLabelKey, maxLabelValue)
+		}
+	}
+
+	// Pin the process first: whatever happens to the pid number, fd names this process.
+	fd, err := unix.PidfdOpen(req.PID, 0)
+	if err != nil {
+		return api.Job{}, bad("field \"pid\": no process %d (%v)", req.PID, err)
+	}
+	defer unix.Close(fd)
+	if err := m.checkPid(req.PID, by); err != nil {
+		return api.Job{}, err
+	}
+
+	m.mu.Lock()
+	if old, ok := m.jobs[req.ID]; ok && (old.live() || old.State == api.JobLeaked) {
+		m.mu.Unlock()
+		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, since %s)",
+			req.ID, old.State, old.PID, old.StartedAt.Format(time.RFC3339))
+	}
+	live := 0
+	for _, j := range m.jobs {
+		if j.live() {
+			live++
+		}
+	}
+	if live >= m.opts.MaxJobs {
+		m.mu.Unlock()
+		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "the registry is full: %d live jobs, the most this daemon holds; end some first", live)
+	}
+	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409.
+	j := &job{ID: req.ID, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
+		TTL: ttl, Grace: grace, done: make(chan struct{})}
+	delete(m.jobs, req.ID)
+	m.jobs[req.ID] = j
+	m.mu.Unlock()
+
+	if err := m.place(j, fd); err != nil {
+		m.mu.Lock()
+		if m.jobs[req.ID] == j {
+			delete(m.jobs, req.ID)
+		}
+		m.mu.Unlock()
+		return api.Job{}, err
+	}
+
+	now, boot := m.opts.Now(), boottime()
+	m.mu.Lock()
+	j.StartedAt = now.Round(time.Millisecond)
+	j.StartBoot = boot
+	j.DeadlineBoot = boot + int64(life)
+	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)
+	m.lastActivity = now
+	m.pruneEndedLocked()
+	if m.watch != nil {
+		j.wd = m.watch.add(j)
+	}
+	v := m.viewLocked(j)
+	m.mu.Unlock()
+	m.save()
+	m.kick()
+	v.Processes = countProcs(j.Cgroup)
+	v.Warnings = warnings
+	m.emit(api.Event{Kind: api.EventJob, Subject: j.ID, Message: "job registered",
+		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": ttl.String(), "max_lifetime": life.String(), "site": j.Site}})
+	m.opts.Logger.Info("job registered", "job", j.ID, "pid", j.PID, "cgroup", j.Cgroup, "ttl", ttl, "max_lifetime", life)
+	return v, nil
+}
+
+// checkPid refuses a process the caller may not hand over: another user's (unless the
+// caller is root), the daemon itself, PID 1, or one that another job already holds.
+func (m *Manager) checkPid(pid int, by Caller) error {
+	if pid == 1 || pid == os.Getpid() {
+		return api.NewProblem(api.CodeForbidden, "field \"pid\": process %d is %s and cannot be a job", pid,
+			map[bool]string{true: "PID 1", false: "sandboxd itself"}[pid == 1])
+	}
+	_, uid, ok := procInfo(m.opts.ProcRoot, pid)
+	if !ok {
+		return bad("field \"pid\": no process %d", pid)
+	}
+	if by.UID != 0 && uid != by.UID {
+		return api.NewProblem(api.CodeForbidden, "field \"pid\": process %d belongs to uid %d, not to the caller (uid %d); only root may register another user's process", pid, uid, by.UID)
+	}
+	if cg, err := pidCgroup(m.opts.ProcRoot, strconv.Itoa(pid)); err == nil {
+		jobsRel := m.cg.rel(filepath.Join(m.root, "jobs"))
+		if rest, ok := strings.CutPrefix(cg, jobsRel+"/"); ok {
+			owner, _, _ := strings.Cut(rest, "/")
+			return api.NewProblem(api.CodeConflict, "field \"pid\": process %d already belongs to job %q (cgroup %s)", pid, owner, cg)
+		}
+	}
+	return nil
+}
+
+// place makes the job's cgroup and moves the pinned process into it.
+func (m *Manager) place(j *job, fd int) error {
+	if err := m.ensureRoot(); err != nil {
+		return api.NewProblem(api.CodeJobsUnavailable, "cgroup root %s: %v", m.root, err)
+	}
+	dir := filepath.Join(m.root, "jobs", j.ID)
+	j.Cgroup = dir
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		if !errors.Is(err, unix.EEXIST) {
+			return api.NewProblem(api.CodeJobsUnavailable, "create cgroup %s: %v", dir, err)
+		}
+		// A cgroup the registry does not know (or a job that ended): reuse it only empty.
+		if n := countProcs(dir); n > 0 {
+			return api.NewProblem(api.CodeConflict, "cgroup %s already has %d processes that no registered job holds (see GET /v1/jobs/leaks)", dir, n)
+		}
+	}
+	if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(j.PID)); err != nil {
+		removeTree(dir)
+		if errors.Is(err, unix.ESRCH) {
+			return bad("field \"pid\": process %d exited during registration", j.PID)
+		}
+		return api.NewProblem(api.CodeJobsUnavailable, "move process %d into %s: %v", j.PID, dir, err)
+	}
+	// The process the pidfd names is alive now, so it was alive all along and the pid
+	// number we wrote could only have named it, never a reused pid.
+	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
+		removeTree(dir)
+		return bad("field \"pid\": process %d exited during registration", j.PID)
+	}
+	return nil
+}
+
+// ensureRoot creates <root>/jobs on the first registration. Under a delegated subtree the
+// daemon first moves itself into the leaf <root>/daemon: cgroup v2's no-internal-processes
+// rule would otherwise forbid children beside it once controllers are enabled.
+func (m *Manager) ensureRoot() error {
+	m.mu.Lock()
+	ready := m.rootReady
+	m.mu.Unlock()
+	if ready {
+		return nil
+	}
+	if m.delegated {
+		leaf := filepath.Join(m.root, "daemon")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if own, err := ownCgroup(m.opts.ProcRoot); err == nil && own == m.cg.rel(m.root) {
+			if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(m.root, "jobs"), 0o755); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.rootReady = true
+	m.mu.Unlock()
+	return nil
+}
+
+// Heartbeat renews id's lease by extend (0: the job's ttl), never past its max_lifetime.
+func (m *Manager) Heartbeat(id string, extend time.Duration) (api.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
+	}
+	if j.State != api.JobRunning {
+		return api.Job{}, api.NewProblem(api.CodeNotFound, "job %q has ended (state %s, reason %s): a heartbeat cannot bring it back", id, j.State, j.Reason)
+	}
+	if extend <= 0 {
+		extend = j.TTL
+	}
+	j.LeaseBoot = min(boottime()+int64(extend), j.DeadlineBoot)
+	j.Heartbeats++
+	m.lastActivity = m.opts.Now()
+	m.markDirty()
+	m.kick()
+	return m.viewLocked(j), nil
+}
+
+// pruneEndedLocked drops ended jobs past keep_ended, and the oldest beyond MaxEnded.
+func (m *Manager) pruneEndedLocked() {
+	boot := boottime()
+	var ended []*job
+	for id, j := range m.jobs {
+		if j.State != api.JobEnded && j.State != api.JobKilled {
+			continue
+		}
+		if boot-j.EndedBoot > int64(m.opts.KeepEnded) {
+			delete(m.jobs, id)
+			continue
+		}
+		ended = append(ended, j)
+	}
+	if len(ended) <= m.opts.MaxEnded {
+		return
+	}
+	sortByEnd(ended)
+	for _, j := range ended[:len(ended)-m.opts.MaxEnded] {
+		delete(m.jobs, j.ID)
+	}
+}

@@ -1,0 +1,233 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// maxTick bounds the dead-man switch's sleep: Go timers run on CLOCK_MONOTONIC, which
+// stops while a VM is paused, so the loop looks at CLOCK_BOOTTIME at least once a second
+// rather than trusting one long timer.
+const maxTick = time.Second
+
+// Run is the dead-man switch: it ends every job whose lease lapsed or whose max_lifetime
+// passed, notices jobs whose processes all exited, saves the registry, and runs the leak
+// check every SweepInterval. It returns when ctx ends; a job being ended then stays
+// "ending" in the state document and the next start finishes it.
+func (m *Manager) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	m.mu.Lock()
+	m.runCtx, m.wg = ctx, &wg
+	m.mu.Unlock()
+	defer func() {
+		wg.Wait()
+		m.save()
+	}()
+	if m.unavailable != "" {
+		m.opts.Logger.Info("jobs unavailable", "reason", m.unavailable)
+		<-ctx.Done()
+		return nil
+	}
+	w, err := newWatcher(m)
+	if err != nil {
+		m.opts.Logger.Warn("no inotify for cgroup.events: exited jobs are noticed once a second", "err", err)
+	} else {
+		defer func() {
+			m.mu.Lock()
+			m.watch = nil
+			m.mu.Unlock()
+			w.close()
+		}()
+		m.mu.Lock()
+		m.watch = w
+		for _, j := range m.jobs {
+			if j.live() || j.State == api.JobLeaked {
+				j.wd = w.add(j)
+			}
+		}
+		m.mu.Unlock()
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
+	m.removeStrayCgroups()
+	sweep := time.NewTicker(m.opts.SweepInterval)
+	defer sweep.Stop()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		next := m.tick(w == nil)
+		t.Reset(min(next, maxTick))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-m.wake:
+		case <-m.dirty:
+			m.save()
+		case <-sweep.C:
+			wg.Add(1)
+			go func() { defer wg.Done(); m.Leaks(ctx, false) }()
+		}
+	}
+}
+
+// tick ends the jobs that are due, re-checks leaked ones, and returns how long until the
+// next lease or deadline is due. poll also checks every running job for having emptied
+// (only without inotify).
+func (m *Manager) tick(poll bool) time.Duration {
+	boot := boottime()
+	next := int64(maxTick)
+	var recheck []*job
+	m.mu.Lock()
+	for _, j := range m.jobs {
+		switch j.State {
+		case api.JobRunning:
+			if boot >= j.DeadlineBoot {
+				m.startEndLocked(j, api.ReasonMaxLifetime)
+				continue
+			}
+			if boot >= j.LeaseBoot {
+				m.startEndLocked(j, api.ReasonLeaseExpired)
+				continue
+			}
+			next = min(next, j.LeaseBoot-boot, j.DeadlineBoot-boot)
+			if poll {
+				recheck = append(recheck, j)
+			}
+		case api.JobEnding:
+			m.startEndLocked(j, j.Reason) // after a restart: resume the ending
+		case api.JobLeaked:
+			recheck = append(recheck, j)
+		}
+	}
+	m.pruneEndedLocked()
+	m.mu.Unlock()
+	for _, j := range recheck {
+		m.checkEmpty(j)
+	}
+	return time.Duration(max(next, int64(time.Millisecond)))
+}
+
+// checkEmpty notices a running job whose processes all exited (state ended, reason
+// exited) and a leaked job that finally emptied (state killed).
+func (m *Manager) checkEmpty(j *job) {
+	pop, _, err := events(j.Cgroup)
+	if err == nil && pop {
+		return
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	m.mu.Lock()
+	state := j.State
+	m.mu.Unlock()
+	switch state {
+	case api.JobRunning:
+		m.finish(j, api.JobEnded, api.ReasonExited, j.Cgroup)
+	case api.JobLeaked:
+		m.finish(j, api.JobKilled, j.Reason, j.Cgroup)
+	}
+}
+
+// removeStrayCgroups removes empty cgroups under <root>/jobs that no live job holds
+// (left by a crash between mkdir and registration); non-empty ones are leaks, reported
+// by the leak check, never removed silently.
+func (m *Manager) removeStrayCgroups() {
+	ents, err := os.ReadDir(filepath.Join(m.root, "jobs"))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		m.mu.Lock()
+		j, known := m.jobs[e.Name()]
+		held := known && (j.live() || j.State == api.JobLeaked)
+		m.mu.Unlock()
+		if !held {
+			unix.Rmdir(filepath.Join(m.root, "jobs", e.Name())) // EBUSY when populated: a leak
+		}
+	}
+}
+
+// watcher is one inotify instance with a watch on every live job's cgroup.events, so a
+// job whose processes exit by themselves is noticed at once and costs nothing while idle.
+type watcher struct {
+	m  *Manager
+	fd int
+	f  *os.File
+
+	mu  sync.Mutex // guards wds
+	wds map[int]*job
+}
+
+func newWatcher(m *Manager) (*watcher, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	return &watcher{m: m, fd: fd, f: os.NewFile(uintptr(fd), "inotify"), wds: map[int]*job{}}, nil
+}
+
+func (w *watcher) add(j *job) int {
+	wd, err := unix.InotifyAddWatch(w.fd, filepath.Join(j.Cgroup, "cgroup.events"), unix.IN_MODIFY)
+	if err != nil {
+		return 0
+	}
+	w.mu.Lock()
+	w.wds[wd] = j
+	w.mu.Unlock()
+	return wd
+}
+
+func (w *watcher) remove(wd int) {
+	w.mu.Lock()
+	delete(w.wds, wd)
+	w.mu.Unlock()
+	unix.InotifyRmWatch(w.fd, uint32(wd))
+}
+
+func (w *watcher) close() { w.f.Close() }
+
+// run reads inotify events until ctx ends (closing the file unblocks the read).
+func (w *watcher) run(ctx context.Context) {
+	go func() { <-ctx.Done(); w.f.SetReadDeadline(time.Now()) }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.f.Read(buf)
+		if err != nil {
+			return
+		}
+		var hit []*job
+		overflow := false
+		w.mu.Lock()
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafePointer(&buf[off]))
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+				overflow = true
+			}
+			if j, ok := w.wds[int(ev.Wd)]; ok {
+				hit = append(hit, j)
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+		if overflow {
+			for _, j := range w.wds {
+				hit = append(hit, j)
+			}
+		}
+		w.mu.Unlock()
+		for _, j := range hit {
+			w.m.checkEmpty(j)
+		}
+	}
+}
