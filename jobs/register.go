@@ -39,7 +39,9 @@ func validID(id string) error {
 	return nil
 }
 
-func bad(format string, args ...any) error { return api.NewProblem(api.CodeBadRequest, format, args...) }
+func bad(format string, args ...any) error {
+	return api.NewProblem(api.CodeBadRequest, format, args...)
+}
 
 // Register makes pid a job: it moves the process into <root>/jobs/<id>, so everything it
 // forks from then on is the job's, and starts its lease. Errors are *api.Problem.

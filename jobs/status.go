@@ -54,13 +54,13 @@ func (m *Manager) Conditions() []api.Condition {
 		switch {
 		case j.State == api.JobLeaked:
 			out = append(out, api.Condition{Type: api.CondJobOverdue, Subject: j.ID, Status: true, Reason: "Leaked",
-				Message:  fmt.Sprintf("job %s still has processes after SIGKILL (cgroup %s, reason %s)", j.ID, j.Cgroup, j.Reason),
-				Since:    j.EndedAt, Severity: "warning"})
+				Message: fmt.Sprintf("job %s still has processes after SIGKILL (cgroup %s, reason %s)", j.ID, j.Cgroup, j.Reason),
+				Since:   j.EndedAt, Severity: "warning"})
 		case j.live() && boot > j.DeadlineBoot:
 			since := now.Add(time.Duration(j.DeadlineBoot - boot))
 			out = append(out, api.Condition{Type: api.CondJobOverdue, Subject: j.ID, Status: true, Reason: "PastDeadline",
-				Message:  fmt.Sprintf("job %s is past its deadline (max_lifetime) and still %s", j.ID, j.State),
-				Since:    since.Round(time.Second), Severity: "warning"})
+				Message: fmt.Sprintf("job %s is past its deadline (max_lifetime) and still %s", j.ID, j.State),
+				Since:   since.Round(time.Second), Severity: "warning"})
 		}
 	}
 	return out
