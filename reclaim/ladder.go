@@ -4,18 +4,26 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
-// ladderRun is the per-run context of the ladder.
+// ladderRun is one reclaim run's climbs of the ladder. Every filesystem's climb shares the
+// host's mount points, rung 1 (global: it runs once per reclaim) and the walk count; the
+// climb in progress has its caches and owns their roots, opened on first use (open) and
+// closed when the climb ends.
 type ladderRun struct {
-	caches    []*cache // on this filesystem, in ladder order
+	r         *Reclaimer
 	mounts    []string // every mount point of the host
-	sitesDone *bool    // rung 1 is global: it runs once per reclaim
+	sitesDone bool     // rung 1 ran
 	walks     int64    // directory reads and Size walks
+
+	f      *fsRun   // the filesystem being climbed
+	caches []*cache // on f, in ladder order
+	roots  map[*cache]*openRoot
 }
 
 // openRoot is an open cache root with its owner.
@@ -25,43 +33,50 @@ type openRoot struct {
 	err      error
 }
 
+// open is c's root, opened on first use. A cache that cannot be opened is skipped,
+// with an action and a refusal event that say why (once a climb).
+func (lr *ladderRun) open(c *cache) *openRoot {
+	if o, ok := lr.roots[c]; ok {
+		return o
+	}
+	o := &openRoot{}
+	root, st, err := openCache(c)
+	if err != nil {
+		o.err = err
+		lr.f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped, Error: err.Error()})
+		lr.r.emit(api.EventRefusal, c.Name, fmt.Sprintf("cache %s skipped: %v", c.Path, err), map[string]any{"cache": c.Path})
+	} else {
+		o.root, o.uid, o.gid = root, st.Uid, st.Gid
+	}
+	lr.roots[c] = o
+	return o
+}
+
+// closeRoots closes what open opened.
+func (lr *ladderRun) closeRoots() {
+	for _, o := range lr.roots {
+		if o.root != nil {
+			o.root.Close()
+		}
+	}
+	lr.roots = nil
+}
+
 // ladder walks the rungs of CONTRACT §6.2 on one filesystem, stopping as soon as it is
 // satisfied. Each rung that frees less than it estimated simply leaves the filesystem
 // unsatisfied, so the next entries and the next rung follow: that is the escalation.
 func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 	f.ran = true
-	roots := map[*cache]*openRoot{}
-	defer func() {
-		for _, o := range roots {
-			if o.root != nil {
-				o.root.Close()
-			}
-		}
-	}()
-	open := func(c *cache) *openRoot {
-		if o, ok := roots[c]; ok {
-			return o
-		}
-		o := &openRoot{}
-		root, st, err := openCache(c)
-		if err != nil {
-			o.err = err
-			f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped, Error: err.Error()})
-			r.emit(api.EventRefusal, c.Name, fmt.Sprintf("cache %s skipped: %v", c.Path, err), map[string]any{"cache": c.Path})
-		} else {
-			o.root, o.uid, o.gid = root, st.Uid, st.Gid
-		}
-		roots[c] = o
-		return o
-	}
-	steps := []func(context.Context, *fsRun, *ladderRun, func(*cache) *openRoot){
+	lr.f, lr.roots = f, map[*cache]*openRoot{}
+	defer lr.closeRoots()
+	steps := []func(context.Context, *fsRun, *ladderRun){
 		r.rungTrash, r.rungSites, r.rungGC, r.rungEntries, r.rungWhole,
 	}
 	for _, step := range steps {
 		if f.satisfied() || ctx.Err() != nil || f.err != nil {
 			break
 		}
-		step(ctx, f, lr, open)
+		step(ctx, f, lr)
 	}
 	f.belowReplace = underReplace(f.cur)
 }
@@ -69,12 +84,12 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 func (f *fsRun) add(a api.Action) { f.actions = append(f.actions, a) }
 
 // rungTrash empties what an earlier run left in the caches' trash (a crash, a deadline).
-func (r *Reclaimer) rungTrash(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+func (r *Reclaimer) rungTrash(ctx context.Context, f *fsRun, lr *ladderRun) {
 	if f.simulate != "" {
 		return
 	}
 	for _, c := range lr.caches {
-		o := open(c)
+		o := lr.open(c)
 		if o.root == nil {
 			continue
 		}
@@ -86,11 +101,11 @@ func (r *Reclaimer) rungTrash(ctx context.Context, f *fsRun, lr *ladderRun, open
 }
 
 // rungSites is rung 1: expired site entries, through the daemon's retention.
-func (r *Reclaimer) rungSites(ctx context.Context, f *fsRun, lr *ladderRun, _ func(*cache) *openRoot) {
-	if r.opts.PruneSites == nil || *lr.sitesDone {
+func (r *Reclaimer) rungSites(ctx context.Context, f *fsRun, lr *ladderRun) {
+	if r.opts.PruneSites == nil || lr.sitesDone {
 		return
 	}
-	*lr.sitesDone = true
+	lr.sitesDone = true
 	acts := r.opts.PruneSites(ctx, f.simulate != "")
 	var b, n int64
 	for _, a := range acts {
@@ -107,7 +122,7 @@ func (r *Reclaimer) rungSites(ctx context.Context, f *fsRun, lr *ladderRun, _ fu
 }
 
 // rungGC is rung 2: each cache's own garbage collection, which keeps what is referenced.
-func (r *Reclaimer) rungGC(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+func (r *Reclaimer) rungGC(ctx context.Context, f *fsRun, lr *ladderRun) {
 	for _, c := range lr.caches {
 		if f.satisfied() || ctx.Err() != nil {
 			return
@@ -116,7 +131,7 @@ func (r *Reclaimer) rungGC(ctx context.Context, f *fsRun, lr *ladderRun, open fu
 		if len(argv) == 0 {
 			continue
 		}
-		if a, ok := r.command(ctx, f, c, argv, open); ok {
+		if a, ok := r.command(ctx, f, lr, c, argv); ok {
 			f.add(a)
 		}
 	}
@@ -124,8 +139,8 @@ func (r *Reclaimer) rungGC(ctx context.Context, f *fsRun, lr *ladderRun, open fu
 
 // command runs one gc or wipe command as a ladder step and re-measures. ok is false when
 // the tool is not installed (nothing to report for a discovered kind's optional tool).
-func (r *Reclaimer) command(ctx context.Context, f *fsRun, c *cache, argv []string, open func(*cache) *openRoot) (api.Action, bool) {
-	a := api.Action{Source: c.source(), Path: c.Path + ": " + joinArgs(argv), Kind: api.ActionCommand}
+func (r *Reclaimer) command(ctx context.Context, f *fsRun, lr *ladderRun, c *cache, argv []string) (api.Action, bool) {
+	a := api.Action{Source: c.source(), Path: c.Path + ": " + strings.Join(argv, " "), Kind: api.ActionCommand}
 	if _, err := r.opts.LookPath(argv[0]); err != nil {
 		if c.kind != declaredKind {
 			return a, false
@@ -139,10 +154,10 @@ func (r *Reclaimer) command(ctx context.Context, f *fsRun, c *cache, argv []stri
 	}
 	if why := r.idle(c); why != "" {
 		a.Status, a.Error = api.ActionSkipped, why
-		r.emit(api.EventCommand, c.Name, fmt.Sprintf("skipped %s for %s: %s", joinArgs(argv), c.Path, why), map[string]any{"cache": c.Path})
+		r.emit(api.EventCommand, c.Name, fmt.Sprintf("skipped %s for %s: %s", strings.Join(argv, " "), c.Path, why), map[string]any{"cache": c.Path})
 		return a, true
 	}
-	o := open(c)
+	o := lr.open(c)
 	if o.root == nil {
 		a.Status, a.Error = api.ActionSkipped, o.err.Error()
 		return a, true
@@ -162,14 +177,14 @@ func (r *Reclaimer) command(ctx context.Context, f *fsRun, c *cache, argv []stri
 // rungEntries is rung 3: cache entries, oldest first, never one younger than MinAge. A dry
 // run plans from estimates (each directory entry sized with a budgeted walk); a real run
 // deletes in one pass (deleteOldest).
-func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun) {
 	cutoff := r.opts.Now().Add(-r.opts.MinAge)
 	var all []*entry
 	for _, c := range lr.caches {
 		if c.Ladder == LadderGC || r.idle(c) != "" {
 			continue // a busy tool's files stay: deleting under a running install breaks it
 		}
-		o := open(c)
+		o := lr.open(c)
 		if o.root == nil {
 			continue
 		}
@@ -187,7 +202,7 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, op
 		return all[i].age.Before(all[j].age)
 	})
 	if f.simulate == "" {
-		r.deleteOldest(ctx, f, lr, all, open)
+		r.deleteOldest(ctx, f, lr, all)
 		return
 	}
 	for i := 0; i < len(all) && !f.satisfied() && ctx.Err() == nil && f.err == nil; {
@@ -196,7 +211,7 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, op
 		var estB, estF int64
 		for ; i < len(all) && (estB < needB || estF < needF) && len(batch) < 10_000; i++ {
 			e := all[i]
-			sizeEntry(ctx, open(e.cache).root, e, r.opts.SizeBudget, &lr.walks)
+			sizeEntry(ctx, lr.open(e.cache).root, e, r.opts.SizeBudget, &lr.walks)
 			// An entry whose files are all hard-linked elsewhere frees nothing: leave it.
 			if e.bytes == 0 && (needF == 0 || e.files == 0) {
 				continue
@@ -208,13 +223,13 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun, op
 		if len(batch) == 0 {
 			break
 		}
-		r.deleteGrouped(ctx, f, batch, open)
+		r.deleteGrouped(ctx, f, lr, batch)
 		f.remeasure(ctx, estB, estF)
 	}
 }
 
 // deleteGrouped deletes a batch, one action per cache.
-func (r *Reclaimer) deleteGrouped(ctx context.Context, f *fsRun, batch []*entry, open func(*cache) *openRoot) {
+func (r *Reclaimer) deleteGrouped(ctx context.Context, f *fsRun, lr *ladderRun, batch []*entry) {
 	var order []*cache
 	by := map[*cache][]*entry{}
 	for _, e := range batch {
@@ -224,12 +239,12 @@ func (r *Reclaimer) deleteGrouped(ctx context.Context, f *fsRun, batch []*entry,
 		by[e.cache] = append(by[e.cache], e)
 	}
 	for _, c := range order {
-		f.add(r.deleteEntries(ctx, open(c).root, c, by[c], f.simulate))
+		f.add(r.deleteEntries(ctx, lr.open(c).root, c, by[c], f.simulate))
 	}
 }
 
 // rungWhole is rung 4: whole caches and the tools' wipe commands, where ladder = all.
-func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun, open func(*cache) *openRoot) {
+func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun) {
 	for _, c := range lr.caches {
 		if f.satisfied() || ctx.Err() != nil || f.err != nil {
 			return
@@ -237,7 +252,7 @@ func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun, open
 		if c.Ladder != LadderAll || r.idle(c) != "" {
 			continue
 		}
-		o := open(c)
+		o := lr.open(c)
 		if o.root == nil {
 			continue
 		}
@@ -250,7 +265,7 @@ func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun, open
 			continue
 		}
 		if argv := commandFor(c, true); len(argv) > 0 {
-			if a, ok := r.command(ctx, f, c, argv, open); ok {
+			if a, ok := r.command(ctx, f, lr, c, argv); ok {
 				if a.Status == f.simulate {
 					a.FreedBytes, a.FreedFiles = u.Bytes, u.Files+u.Dirs
 				}
@@ -291,15 +306,4 @@ func (r *Reclaimer) deleteWhole(ctx context.Context, f *fsRun, lr *ladderRun, c 
 	}
 	f.add(a)
 	f.remeasure(ctx, u.Bytes, u.Files+u.Dirs)
-}
-
-func joinArgs(argv []string) string {
-	s := ""
-	for i, a := range argv {
-		if i > 0 {
-			s += " "
-		}
-		s += a
-	}
-	return s
 }

@@ -19,7 +19,7 @@ import "context"
 //
 // Entries are deleted by a remover, a few at once; the deficit is tracked from what the
 // finished ones freed, so a batch overshoots by at most the entries in flight.
-func (r *Reclaimer) deleteOldest(ctx context.Context, f *fsRun, lr *ladderRun, all []*entry, open func(*cache) *openRoot) {
+func (r *Reclaimer) deleteOldest(ctx context.Context, f *fsRun, lr *ladderRun, all []*entry) {
 	linked := map[*cache]bool{} // caches whose directory entries are sized before deletion
 	probed := map[*cache]bool{} // caches whose first directory entry was deleted alone
 	rm := r.newRemover(ctx)
@@ -46,7 +46,7 @@ func (r *Reclaimer) deleteOldest(ctx context.Context, f *fsRun, lr *ladderRun, a
 				break
 			}
 			e := all[i]
-			root := open(e.cache).root
+			root := lr.open(e.cache).root
 			if e.dir && linked[e.cache] {
 				sizeEntry(ctx, root, e, r.opts.SizeBudget, &lr.walks)
 			}

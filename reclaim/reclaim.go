@@ -155,7 +155,7 @@ func (r *Reclaimer) salvage(ctx context.Context, f *fsRun) {
 // climb runs the ladder on every filesystem that needs it and is not rate-limited.
 func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64 {
 	caches := r.discover()
-	lr := &ladderRun{mounts: readMountPoints(r.opts.ProcRoot), sitesDone: new(bool)}
+	lr := &ladderRun{r: r, mounts: readMountPoints(r.opts.ProcRoot)}
 	var ran []string
 	for _, f := range work {
 		if f.simulate == "" {
