@@ -119,17 +119,19 @@ func (b *batchResult) add(st safefs.Stats, err error) {
 	}
 }
 
-// deleteEntries deletes entries (all of one cache, root open) and returns the action.
-func (r *Reclaimer) deleteEntries(ctx context.Context, root *safefs.Root, c *cache, es []*entry, simulate string) api.Action {
-	a := api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete}
-	if simulate != "" {
-		for _, e := range es {
-			a.FreedBytes += e.bytes
-			a.FreedFiles += e.files
-		}
-		a.Status = simulate
-		return a
+// plannedDelete is the action a simulated run reports for deleting entries of one cache:
+// their estimates, with status (planned or observed).
+func plannedDelete(c *cache, es []*entry, status string) api.Action {
+	a := api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: status}
+	for _, e := range es {
+		a.FreedBytes += e.bytes
+		a.FreedFiles += e.files
 	}
+	return a
+}
+
+// deleteEntries deletes entries (all of one cache, root open) and returns the action.
+func (r *Reclaimer) deleteEntries(ctx context.Context, root *safefs.Root, c *cache, es []*entry) api.Action {
 	var res batchResult
 	rm := r.newRemover(ctx)
 	defer rm.close()

@@ -15,12 +15,15 @@ type fsRun struct {
 	targetBytes, targetFiles uint64
 	needBytes, needFiles     uint64
 	measure                  func(ctx context.Context, path string) (api.Filesystem, error)
-	simulate                 string // "" to act, else the status of every action (planned, observed)
-	blocked                  string // why the ladder did not run (cooldown, runs per hour)
-	ran                      bool   // the ladder ran
-	belowReplace             bool   // still below replace_below* after the ladder
-	actions                  []api.Action
-	err                      error
+	// simulate: the run changes nothing and its figures are estimates; every action it
+	// reports then has simStatus (observed in observe mode, else planned: a dry run).
+	simulate     bool
+	simStatus    string
+	blocked      string // why the ladder did not run (cooldown, runs per hour)
+	ran          bool   // the ladder ran
+	belowReplace bool   // still below replace_below* after the ladder
+	actions      []api.Action
+	err          error
 }
 
 func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headroomInodes uint64) *fsRun {
@@ -79,7 +82,7 @@ func underReplace(m api.Filesystem) bool {
 // remeasure takes a fresh statfs after a step (never trusting what the step says it
 // freed); when simulating it adds the step's estimate instead.
 func (f *fsRun) remeasure(ctx context.Context, estBytes, estFiles int64) {
-	if f.simulate != "" {
+	if f.simulate {
 		f.cur.AvailBytes += uint64(max(estBytes, 0))
 		f.cur.FreeBytes += uint64(max(estBytes, 0))
 		f.cur.UsedRatio = 0 // so usedRatio recomputes it from the simulated figures

@@ -85,7 +85,7 @@ func (f *fsRun) add(a api.Action) { f.actions = append(f.actions, a) }
 
 // rungTrash empties what an earlier run left in the caches' trash (a crash, a deadline).
 func (r *Reclaimer) rungTrash(ctx context.Context, f *fsRun, lr *ladderRun) {
-	if f.simulate != "" {
+	if f.simulate {
 		return
 	}
 	for _, c := range lr.caches {
@@ -106,10 +106,10 @@ func (r *Reclaimer) rungSites(ctx context.Context, f *fsRun, lr *ladderRun) {
 		return
 	}
 	lr.sitesDone = true
-	acts := r.opts.PruneSites(ctx, f.simulate != "")
+	acts := r.opts.PruneSites(ctx, f.simulate)
 	var b, n int64
 	for _, a := range acts {
-		if f.simulate != "" && a.Status == api.ActionPlanned && r.opts.Observe {
+		if f.simulate && a.Status == api.ActionPlanned && r.opts.Observe {
 			a.Status = api.ActionObserved
 		}
 		b += a.FreedBytes
@@ -148,8 +148,8 @@ func (r *Reclaimer) command(ctx context.Context, f *fsRun, lr *ladderRun, c *cac
 		a.Status, a.Error = api.ActionSkipped, fmt.Sprintf("%s not installed", argv[0])
 		return a, true
 	}
-	if f.simulate != "" {
-		a.Status = f.simulate
+	if f.simulate {
+		a.Status = f.simStatus
 		return a, true
 	}
 	if why := r.idle(c); why != "" {
@@ -201,7 +201,7 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun) {
 		}
 		return all[i].age.Before(all[j].age)
 	})
-	if f.simulate == "" {
+	if !f.simulate {
 		r.deleteOldest(ctx, f, lr, all)
 		return
 	}
@@ -239,7 +239,7 @@ func (r *Reclaimer) deleteGrouped(ctx context.Context, f *fsRun, lr *ladderRun, 
 		by[e.cache] = append(by[e.cache], e)
 	}
 	for _, c := range order {
-		f.add(r.deleteEntries(ctx, lr.open(c).root, c, by[c], f.simulate))
+		f.add(plannedDelete(c, by[c], f.simStatus))
 	}
 }
 
@@ -266,12 +266,12 @@ func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun) {
 		}
 		if argv := commandFor(c, true); len(argv) > 0 {
 			if a, ok := r.command(ctx, f, lr, c, argv); ok {
-				if a.Status == f.simulate {
+				if f.simulate && a.Status == f.simStatus {
 					a.FreedBytes, a.FreedFiles = u.Bytes, u.Files+u.Dirs
 				}
 				f.add(a)
-				if a.Status == api.ActionDone || a.Status == f.simulate && f.simulate != "" {
-					if f.simulate != "" {
+				if a.Status == api.ActionDone || f.simulate && a.Status == f.simStatus {
+					if f.simulate {
 						f.remeasure(ctx, u.Bytes, u.Files+u.Dirs)
 					}
 					continue
@@ -300,10 +300,12 @@ func (r *Reclaimer) deleteWhole(ctx context.Context, f *fsRun, lr *ladderRun, c 
 		}
 		es = append(es, &entry{cache: c, name: e.Name, dir: e.Type == unix.S_IFDIR})
 	}
-	a := r.deleteEntries(ctx, root, c, es, f.simulate)
-	if f.simulate != "" {
+	if f.simulate {
+		a := plannedDelete(c, es, f.simStatus)
 		a.FreedBytes, a.FreedFiles = u.Bytes, u.Files+u.Dirs
+		f.add(a)
+	} else {
+		f.add(r.deleteEntries(ctx, root, c, es))
 	}
-	f.add(a)
 	f.remeasure(ctx, u.Bytes, u.Files+u.Dirs)
 }

@@ -264,7 +264,7 @@ func TestDryRunPlanKeepsItsBudget(t *testing.T) {
 // A simulated step (dry run, observe) moves the percent used with the free bytes, so the
 // fingerprint never pairs "after" free space with the "before" percentage.
 func TestSimulatedStepKeepsPercentConsistent(t *testing.T) {
-	f := &fsRun{simulate: api.ActionPlanned,
+	f := &fsRun{simulate: true, simStatus: api.ActionPlanned,
 		cur: api.Filesystem{SizeBytes: 100, FreeBytes: 20, AvailBytes: 20, UsedRatio: 0.8}}
 	f.remeasure(context.Background(), 30, 0)
 	if f.cur.AvailBytes != 50 || f.cur.UsedRatio != 0.5 {

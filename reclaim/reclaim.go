@@ -84,12 +84,9 @@ func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
 		req.Trigger = TriggerManual
 	}
 	run := api.ReclaimRun{Trigger: req.Trigger, DryRun: req.DryRun, StartedAt: r.opts.Now(), Actions: []api.Action{}}
-	simulate := ""
-	switch {
-	case r.opts.Observe:
-		simulate = api.ActionObserved
-	case req.DryRun:
-		simulate = api.ActionPlanned
+	simulate, simStatus := r.opts.Observe || req.DryRun, api.ActionPlanned
+	if r.opts.Observe {
+		simStatus = api.ActionObserved
 	}
 	paths := req.Filesystems
 	if paths == nil {
@@ -103,7 +100,7 @@ func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
 			continue
 		}
 		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
-		f.measure, f.simulate = r.opts.Measure, simulate
+		f.measure, f.simulate, f.simStatus = r.opts.Measure, simulate, simStatus
 		all = append(all, f)
 		if req.ReleaseReserve {
 			r.salvage(ctx, f)
@@ -143,8 +140,8 @@ func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
 
 // salvage releases the reserve of f first (release_reserve: the caller wants the room).
 func (r *Reclaimer) salvage(ctx context.Context, f *fsRun) {
-	if f.simulate == api.ActionPlanned {
-		return
+	if f.simulate && !r.opts.Observe {
+		return // a dry run: observe mode says what it would release, a plan does not
 	}
 	if a, ok := r.releaseReserve(f.path, "released on request (release_reserve)"); ok {
 		f.add(a)
@@ -158,7 +155,7 @@ func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64
 	lr := &ladderRun{r: r, mounts: readMountPoints(r.opts.ProcRoot)}
 	var ran []string
 	for _, f := range work {
-		if f.simulate == "" {
+		if !f.simulate {
 			if why := r.blockedBy(req.Trigger, f.path); why != "" {
 				f.blocked = why
 				r.markReplace(f.path, why)
@@ -173,7 +170,7 @@ func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64
 			}
 		}
 		r.ladder(ctx, f, lr)
-		if f.simulate == "" {
+		if !f.simulate {
 			ran = append(ran, f.path)
 			if f.belowReplace {
 				r.markReplace(f.path, "below the replace threshold after reclaim")
