@@ -201,46 +201,11 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun) {
 		}
 		return all[i].age.Before(all[j].age)
 	})
-	if !f.simulate {
-		r.deleteOldest(ctx, f, lr, all)
+	if f.simulate {
+		r.planOldest(ctx, f, lr, all)
 		return
 	}
-	for i := 0; i < len(all) && !f.satisfied() && ctx.Err() == nil && f.err == nil; {
-		needB, needF := f.deficit()
-		var batch []*entry
-		var estB, estF int64
-		for ; i < len(all) && (estB < needB || estF < needF) && len(batch) < 10_000; i++ {
-			e := all[i]
-			sizeEntry(ctx, lr.open(e.cache).root, e, r.opts.SizeBudget, &lr.walks)
-			// An entry whose files are all hard-linked elsewhere frees nothing: leave it.
-			if e.bytes == 0 && (needF == 0 || e.files == 0) {
-				continue
-			}
-			batch = append(batch, e)
-			estB += e.bytes
-			estF += e.files
-		}
-		if len(batch) == 0 {
-			break
-		}
-		r.deleteGrouped(ctx, f, lr, batch)
-		f.remeasure(ctx, estB, estF)
-	}
-}
-
-// deleteGrouped deletes a batch, one action per cache.
-func (r *Reclaimer) deleteGrouped(ctx context.Context, f *fsRun, lr *ladderRun, batch []*entry) {
-	var order []*cache
-	by := map[*cache][]*entry{}
-	for _, e := range batch {
-		if _, ok := by[e.cache]; !ok {
-			order = append(order, e.cache)
-		}
-		by[e.cache] = append(by[e.cache], e)
-	}
-	for _, c := range order {
-		f.add(plannedDelete(c, by[c], f.simStatus))
-	}
+	r.deleteOldest(ctx, f, lr, all)
 }
 
 // rungWhole is rung 4: whole caches and the tools' wipe commands, where ladder = all.

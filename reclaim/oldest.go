@@ -2,6 +2,63 @@ package reclaim
 
 import "context"
 
+// maxBatchEntries bounds the entries one batch of rung 3 takes before the filesystem is
+// measured again.
+const maxBatchEntries = 10_000
+
+// freesNothing: a sized entry frees nothing the deficit asks for when it frees no bytes
+// (its files are all hard-linked elsewhere, as in a pnpm-style store linked into
+// projects) and either no inodes are wanted or it holds none.
+func (e *entry) freesNothing(needFiles int64) bool {
+	return e.sized && e.bytes == 0 && (needFiles == 0 || e.files == 0)
+}
+
+// inBatches is rung 3's loop over all (oldest first): batch takes entries from the front
+// of rest toward the deficit (at most maxBatchEntries), reports them, and says how many of
+// rest it went through, how many it took, and what they freed (or, simulated, would free);
+// then the filesystem is measured again, until it is satisfied or a batch takes nothing.
+func (f *fsRun) inBatches(ctx context.Context, all []*entry, batch func(rest []*entry, needB, needF int64) (used, took int, gotB, gotF int64)) {
+	for i := 0; i < len(all) && !f.satisfied() && ctx.Err() == nil && f.err == nil; {
+		needB, needF := f.deficit()
+		used, took, gotB, gotF := batch(all[i:], needB, needF)
+		i += used
+		if took == 0 {
+			break
+		}
+		f.remeasure(ctx, gotB, gotF)
+	}
+}
+
+// planOldest is rung 3 of a simulated run: each entry is sized with a budgeted walk, and
+// a batch is planned (one action per cache) once its estimates cover the deficit.
+func (r *Reclaimer) planOldest(ctx context.Context, f *fsRun, lr *ladderRun, all []*entry) {
+	f.inBatches(ctx, all, func(rest []*entry, needB, needF int64) (used, took int, estB, estF int64) {
+		var batch []*entry
+		for ; used < len(rest) && (estB < needB || estF < needF) && len(batch) < maxBatchEntries; used++ {
+			e := rest[used]
+			sizeEntry(ctx, lr.open(e.cache).root, e, r.opts.SizeBudget, &lr.walks)
+			if e.freesNothing(needF) {
+				continue
+			}
+			batch = append(batch, e)
+			estB += e.bytes
+			estF += e.files
+		}
+		var order []*cache
+		by := map[*cache][]*entry{}
+		for _, e := range batch {
+			if _, ok := by[e.cache]; !ok {
+				order = append(order, e.cache)
+			}
+			by[e.cache] = append(by[e.cache], e)
+		}
+		for _, c := range order {
+			f.add(plannedDelete(c, by[c], f.simStatus))
+		}
+		return used, len(batch), estB, estF
+	})
+}
+
 // deleteOldest is rung 3 of a real run: entries (oldest first) are deleted until what
 // they freed covers the deficit, then the filesystem is re-measured, and so on.
 //
@@ -24,13 +81,10 @@ func (r *Reclaimer) deleteOldest(ctx context.Context, f *fsRun, lr *ladderRun, a
 	probed := map[*cache]bool{} // caches whose first directory entry was deleted alone
 	rm := r.newRemover(ctx)
 	defer rm.close()
-	for i := 0; i < len(all) && !f.satisfied() && ctx.Err() == nil && f.err == nil; {
-		needB, needF := f.deficit()
+	f.inBatches(ctx, all, func(rest []*entry, needB, needF int64) (used, took int, gotB, gotF int64) {
 		var order []*cache
 		res := map[*cache]*batchResult{}
-		var gotB, gotF int64
-		var n int
-		took := func(done []removal) {
+		collect := func(done []removal) {
 			for _, d := range done {
 				res[d.e.cache].add(d.st, d.err)
 				gotB += d.st.Bytes
@@ -40,39 +94,36 @@ func (r *Reclaimer) deleteOldest(ctx context.Context, f *fsRun, lr *ladderRun, a
 				}
 			}
 		}
-		for ; i < len(all) && n < 10_000 && ctx.Err() == nil; i++ {
-			took(rm.room())
+		for ; used < len(rest) && took < maxBatchEntries && ctx.Err() == nil; used++ {
+			collect(rm.room())
 			if gotB >= needB && gotF >= needF {
 				break
 			}
-			e := all[i]
+			e := rest[used]
 			root := lr.open(e.cache).root
 			if e.dir && linked[e.cache] {
 				sizeEntry(ctx, root, e, r.opts.SizeBudget, &lr.walks)
 			}
-			if e.sized && e.bytes == 0 && (needF == 0 || e.files == 0) {
-				continue // frees nothing: its files are hard-linked elsewhere
+			if e.freesNothing(needF) {
+				continue
 			}
 			if res[e.cache] == nil {
 				res[e.cache] = &batchResult{}
 				order = append(order, e.cache)
 			}
 			rm.submit(root, e)
-			n++
+			took++
 			if e.dir && !probed[e.cache] {
 				// A cache's first directory entry goes alone: whether it freed anything
 				// decides how the others are judged before more are in flight.
 				probed[e.cache] = true
-				took(rm.wait())
+				collect(rm.wait())
 			}
 		}
-		took(rm.wait())
-		if n == 0 {
-			break
-		}
+		collect(rm.wait())
 		for _, c := range order {
 			f.add(r.deleted(c, res[c], res[c].n))
 		}
-		f.remeasure(ctx, gotB, gotF)
-	}
+		return used, took, gotB, gotF
+	})
 }
