@@ -62,17 +62,16 @@ func (r *Reclaimer) planOldest(ctx context.Context, f *fsRun, lr *ladderRun, all
 // deleteOldest is rung 3 of a real run: entries (oldest first) are deleted until what
 // they freed covers the deficit, then the filesystem is re-measured, and so on.
 //
-// Sizing a directory entry before deleting it walked every entry twice, which made a
-// reclaim 2-2.5x rm -rf of the same cache. A deletion already counts what it frees under
-// the estimate rule (st_blocks of single-link files only: safefs.Stats.Bytes), so the
-// deficit is tracked from that, one walk per entry. The other use of the estimate, leaving
-// an entry whose files are all hard-linked elsewhere (a pnpm-style store linked into
-// projects frees nothing), is kept this way: a file entry carries its lstat figures from
-// the listing, so it is judged before anything is done, as before; a directory entry is
-// judged before deletion only in a cache that has shown hard links, i.e. once an entry of
-// it freed nothing although it held files. A cache's first directory entry is deleted
-// alone, so a cache linked throughout loses one entry for nothing, as before; one that
-// turns linked later may lose one per remover worker in flight.
+// Each entry is walked once, by its deletion: the deficit is tracked from what a deletion
+// counts as freed, which is the estimate's own rule (st_blocks of single-link files only:
+// safefs.Stats.Bytes), so nothing is sized first. What sizing first would catch, an entry
+// whose files are all hard-linked elsewhere and so frees nothing (a pnpm-style store
+// linked into projects), is caught so: a file entry carries its lstat figures from the
+// listing and is judged before anything is done; a directory entry is sized and judged
+// first only in a cache that has shown hard links (an entry of it held files and freed no
+// bytes). A cache's first directory entry is deleted alone to find that out, so a cache
+// linked throughout loses one entry for nothing; one that turns out linked later may lose
+// one per remover worker in flight.
 //
 // Entries are deleted by a remover, a few at once; the deficit is tracked from what the
 // finished ones freed, so a batch overshoots by at most the entries in flight.
