@@ -27,15 +27,29 @@ type Watcher struct {
 	reconf chan struct{}
 }
 
-// mount is the watcher's view of one configured mount; w.mu guards every field.
+// mount is the watcher's view of one configured mount; w.mu guards every field. Its
+// state comes in groups, embedded so a field reads as m.state, m.backoff, m.credStamp:
+// where the mount sits (mounted), what the probes found (probeState), the remedies
+// (remedyState), the credential (credState) and the symlinks (linkState).
 type mount struct {
 	cfg MountConfig
+	mounted
+	probeState
+	remedyState
+	credState
+	linkState
+}
 
+// mounted is where the mount sits, from the last mountinfo read.
+type mounted struct {
 	entry   mountEntry // topmost mountinfo entry at the path, when present
 	present bool       // a FUSE mount sits at the path
 	conn    uint32     // connection number, recorded while mounted (abort needs it after umount -l)
 	hasConn bool
+}
 
+// probeState is what the probe rounds found, and the next round.
+type probeState struct {
 	probed     bool // at least one round finished
 	state      string
 	errno, op  string
@@ -47,20 +61,30 @@ type mount struct {
 	lastProbeDur float64
 	nextProbe    time.Time // monotonic
 	probe        *child    // the one outstanding probe child, nil when none
+}
 
-	busy         bool // a refresh or remediation worker runs
+// remedyState is the remediation of an unhealthy mount: refresh, abort, remount, with
+// their backoff and the remount budget.
+type remedyState struct {
+	busy         bool // a refresh, remediation or link-repair worker runs (one at a time)
 	remounting   bool
 	refreshTried bool // refresh already tried in this unhealthy episode
 	nextRemedy   time.Time
 	backoff      time.Duration
 	remountTimes []time.Time
 	remounts     int64
+}
 
+// credState is the mount's credential file as last read, and when to refresh it next.
+type credState struct {
 	cred        credential
 	credStamp   fileStamp
 	credNextTry time.Time
 	credBackoff time.Duration
+}
 
+// linkState is the symlinks kept pointing into the mount.
+type linkState struct {
 	links       []api.Link
 	guarded     bool
 	observedFix map[string]bool // observe mode: what was already reported as "would do"
@@ -124,7 +148,8 @@ func (w *Watcher) build(cfgs []MountConfig, old []*mount) []*mount {
 			out = append(out, m)
 			continue
 		}
-		out = append(out, &mount{cfg: c, state: api.MountMissing, since: w.opts.Now(), observedFix: map[string]bool{}})
+		out = append(out, &mount{cfg: c, probeState: probeState{state: api.MountMissing, since: w.opts.Now()},
+			linkState: linkState{observedFix: map[string]bool{}}})
 		w.counters.ensure(c.Name)
 	}
 	return out
