@@ -34,6 +34,13 @@ type components struct {
 
 func (c *components) ready() bool { return c.pressure.Ready() }
 
+func (c *components) reserveBytes(fs string) uint64 {
+	if c.reclaim == nil {
+		return 0
+	}
+	return uint64(max(c.reclaim.ReserveBytes(fs), 0))
+}
+
 func (c *components) samplingFresh(now time.Time) bool {
 	last := c.pressure.LastLoop()
 	return last.IsZero() || now.Sub(last) <= 10*time.Second
@@ -45,7 +52,7 @@ func (d *Daemon) pressureOptions(cfg *config.Config) pressure.Options {
 		fss = append(fss, pressure.FSConfig{
 			Path: f.Path, ReclaimBelow: f.ReclaimBelow, ReplaceBelow: f.ReplaceBelow,
 			ReclaimBelowInodes: f.ReclaimBelowInodes, ReplaceBelowInodes: f.ReplaceBelowInodes,
-			Reserve: uint64(f.Reserve), WarnTimeToFull: f.WarnTimeToFull,
+			WarnTimeToFull: f.WarnTimeToFull,
 		})
 	}
 	return pressure.Options{
@@ -139,7 +146,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites 
 		MinAge: cfg.Reclaim.MinAge, Headroom: int64(cfg.Reclaim.Headroom), HeadroomInodes: cfg.Reclaim.HeadroomInodes,
 		Cooldown: cfg.Reclaim.Cooldown, MaxRunsPerHour: int(cfg.Reclaim.MaxRunsPerHour),
 		Reserves: reserves, Filesystems: fsPaths,
-		Measure:     pw.Measure,
+		Measure: pw.Measure, OwnWrite: pw.OwnWrite, ReserveInterval: cfg.Health.SampleInterval,
 		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, sites, dry) },
 		MarkReplace: pw.MarkReplace,
 		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
@@ -169,7 +176,9 @@ func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) [
 func (d *Daemon) buildComponents(cfg *config.Config, prev *components) (*components, error) {
 	obs := cfg.Server.Mode == api.ModeObserve
 	c := &components{cancels: map[string]context.CancelFunc{}}
-	c.pressure = pressure.New(d.pressureOptions(cfg))
+	po := d.pressureOptions(cfg)
+	po.ReserveBytes = c.reserveBytes // what the file holds, asked of reclaim (built below)
+	c.pressure = pressure.New(po)
 	sites, err := siteConfigs(cfg)
 	if err != nil {
 		return nil, err

@@ -120,6 +120,7 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.comps = comps
+	d.state.OnWrite(func(path string, n int64) { d.current().pressure.OwnWrite(path, n) })
 	d.metrics = newMetrics(d)
 	d.reloads.record(true, d.now())
 	d.lastLoop.Store(d.now().UnixNano())

@@ -96,6 +96,9 @@ func (d *Daemon) apply(next *config.Config) error {
 		d.comps = comps
 	}
 	d.cfgMu.Unlock()
+	if comps != nil {
+		comps.reclaim.Orphan(old.reclaim) // reserves the new config no longer keeps
+	}
 	if comps != nil && old.ctx != nil {
 		old.stop()
 		comps.start(old.ctx, old.wg, d.logger)

@@ -17,9 +17,6 @@ type FSConfig struct {
 	// ReclaimBelowInodes and ReplaceBelowInodes are inode thresholds (count or percent of
 	// f_files). They do not apply to a filesystem with no inode limit (f_files == 0).
 	ReclaimBelowInodes, ReplaceBelowInodes units.Threshold
-	// Reserve is the size of the emergency reserve file kept on this filesystem (reported
-	// only: the reclaim package owns the file).
-	Reserve uint64
 	// WarnTimeToFull raises DiskFillingUp when the predicted time to full is shorter.
 	// Zero disables the prediction condition.
 	WarnTimeToFull time.Duration
@@ -52,6 +49,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ProcRoot is where /proc is mounted, for self/mountinfo (default "/proc").
 	ProcRoot string
+	// ReserveBytes is what the reserve file of a watched filesystem (by its configured
+	// path) holds on disk now; nil reports 0. The reclaim component owns the file, so the
+	// figure is asked of it rather than taken from the config (issue 10).
+	ReserveBytes func(fsPath string) uint64
 }
 
 func (o Options) withDefaults() Options {

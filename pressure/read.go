@@ -80,3 +80,25 @@ type Timings struct {
 func (w *Watcher) Timings() Timings {
 	return Timings{SampleInterval: w.opts.SampleInterval, TransitionPeriod: w.opts.TransitionPeriod, LeadTime: w.opts.LeadTime}
 }
+
+// OwnWrite declares that sandboxd itself is about to write bytes at path (its reserve
+// file, a state document), or with a negative count that it wrote fewer than declared.
+// The watched filesystems that hold path by name (no syscall: the path may be on a hung
+// mount) discount the next decreases of their free space by that much, so sandboxd's own
+// writes never raise the growth rate, the adaptive threshold, DiskFillingUp or the
+// prediction (CONTRACT §6, "Do no harm").
+func (w *Watcher) OwnWrite(path string, bytes int64) {
+	mp := w.mounts.lexicalMount(cleanPath(path))
+	var on []*fsState // fss and their paths never change after New
+	for _, fs := range w.fss {
+		if w.mounts.lexicalMount(fs.cfg.Path) == mp {
+			on = append(on, fs)
+		}
+	}
+	now := w.opts.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fs := range on {
+		fs.growth.ownWrite(now, bytes)
+	}
+}

@@ -47,7 +47,7 @@ func New(opts Options) *Watcher {
 	for _, c := range opts.Filesystems {
 		c.Path = cleanPath(c.Path)
 		fs := &fsState{cfg: c, growth: newGrowth(opts.GrowthWindow, opts.SampleInterval)}
-		fs.fig = api.Filesystem{Path: c.Path, ReserveBytes: c.Reserve}
+		fs.fig = api.Filesystem{Path: c.Path}
 		w.fss = append(w.fss, fs)
 	}
 	return w
@@ -201,7 +201,9 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	f.ReclaimThresholdBytes, f.ReclaimThresholdWhy = r.reclaim, r.why
 	f.ReplaceThresholdBytes = r.replace
 	f.ReclaimThresholdFiles, f.ReplaceThresholdFiles = r.reclaimInodes, r.replaceInodes
-	f.ReserveBytes = fs.cfg.Reserve
+	if w.opts.ReserveBytes != nil {
+		f.ReserveBytes = w.opts.ReserveBytes(fs.cfg.Path)
+	}
 	unchanged := fs.figures && sameLevels(fs.fig, f)
 	fs.fig, fs.dev, fs.figures, fs.sampled = f, c.dev, true, true
 	if unchanged && !w.conds.anyTrue(f.Path) {

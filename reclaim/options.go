@@ -80,9 +80,13 @@ type Options struct {
 	ProcRoot string
 	// LookPath finds a tool (default exec.LookPath); tests restrict which tools exist.
 	LookPath func(name string) (string, error)
-	// PollInterval is how often Run measures for the pressure trigger and the reserve
-	// (default 10s); SizeInterval how often it re-sizes caches for status (default 10m).
-	PollInterval, SizeInterval time.Duration
+	// PollInterval is how often Run measures for the pressure trigger (default 10s);
+	// ReserveInterval how often it re-arms reserves where there is room (default 1s);
+	// SizeInterval how often it re-sizes caches for status (default 10m).
+	PollInterval, ReserveInterval, SizeInterval time.Duration
+	// OwnWrite declares a write sandboxd itself is about to make at path (negative: fewer
+	// bytes were written), so that it is not read as growth (nil: not declared).
+	OwnWrite func(path string, bytes int64)
 	// SizeBudget caps the entries one Size walk visits (default 200,000).
 	SizeBudget int64
 	// UsageBudget bounds the largest-directories walk of a replace verdict (default 2s).
@@ -124,6 +128,9 @@ func (o Options) withDefaults() Options {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 10 * time.Second
 	}
+	if o.ReserveInterval <= 0 {
+		o.ReserveInterval = time.Second
+	}
 	if o.SizeInterval <= 0 {
 		o.SizeInterval = 10 * time.Minute
 	}
@@ -158,6 +165,7 @@ type Reclaimer struct {
 	lastResume *api.ReclaimRun
 	caches     []CacheInfo // last discovery, with sizes from the background sizing
 	reserves   map[string]*reserveState
+	orphans    []string // reserve files of an earlier config, removed at the next reserve tick
 	counters   Counters
 	rate       rateState
 }

@@ -80,7 +80,7 @@ func TestReserveReleasedAndRearmed(t *testing.T) {
 	o := e.options()
 	o.Reserves = []ReserveConfig{{Filesystem: e.root, Path: resPath, Bytes: 10 * mib}}
 	r := e.newReclaimer(o)
-	r.tick(context.Background())
+	r.reserveTick(context.Background())
 	if got := allocated(resPath); got < 10*mib {
 		t.Fatalf("reserve allocated %d bytes, want 10 MiB (not sparse)", got)
 	}
@@ -110,12 +110,12 @@ func TestReserveReleasedAndRearmed(t *testing.T) {
 		t.Errorf("no release_reserve action: %+v", run.Actions)
 	}
 	// Not enough room yet: no re-arm.
-	r.tick(context.Background())
+	r.reserveTick(context.Background())
 	if exists(resPath) {
 		t.Errorf("reserve re-armed while free is below reclaim_below + reserve")
 	}
 	os.Remove(filepath.Join(e.home, "bulk.bin"))
-	r.tick(context.Background())
+	r.reserveTick(context.Background())
 	if allocated(resPath) < 10*mib {
 		t.Errorf("reserve not re-armed with room back")
 	}
@@ -146,7 +146,7 @@ func TestReleaseReserveOnRequest(t *testing.T) {
 	o := e.options()
 	o.Reserves = []ReserveConfig{{Filesystem: e.root, Path: resPath, Bytes: 4 * mib}}
 	r := e.newReclaimer(o)
-	r.tick(context.Background())
+	r.reserveTick(context.Background())
 	if !exists(resPath) {
 		t.Fatal("reserve not created")
 	}

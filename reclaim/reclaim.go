@@ -126,6 +126,13 @@ func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
 		}
 	}
 	r.finish(ctx, &run, all, work)
+	if !req.DryRun && !req.ReleaseReserve && req.Trigger != TriggerLaunch {
+		// Room found (or made) arms the reserve now, not at the next tick; a launch
+		// leaves it to the tick, off its hot path, and a salvage keeps what it released.
+		for _, f := range all {
+			r.maintainReserve(f.cur, f.path)
+		}
+	}
 	r.count(&run, walks)
 	r.emit(api.EventReclaimRun, req.Trigger, run.Detail, map[string]any{"verdict": run.Verdict, "freed_bytes": run.FreedBytes, "freed_files": run.FreedFiles, "dry_run": req.DryRun, "cached": false})
 	r.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -21,8 +22,11 @@ type reserveDoc struct {
 
 // reserveState is the in-memory view of one reserve.
 type reserveState struct {
-	cfg   ReserveConfig
-	bytes int64 // allocated bytes of the file now (0 when absent)
+	cfg ReserveConfig
+	// bytes is the file's allocation now (0 when absent). Atomic, not under r.mu: the
+	// pressure watcher reads it while holding its own lock, and reclaim's state writes
+	// reach the watcher (OwnWrite) while holding r.mu.
+	bytes atomic.Int64
 }
 
 func (r *Reclaimer) loadReserves() {
@@ -31,7 +35,7 @@ func (r *Reclaimer) loadReserves() {
 			continue
 		}
 		rs := &reserveState{cfg: rc}
-		rs.bytes = allocated(rc.Path)
+		rs.bytes.Store(allocated(rc.Path))
 		r.reserves[rc.Filesystem] = rs
 	}
 }
@@ -45,12 +49,11 @@ func allocated(path string) int64 {
 	return st.Blocks * 512
 }
 
-// ReserveBytes is the size of the reserve file held on the filesystem fs now.
+// ReserveBytes is what the reserve file of the filesystem fs holds on disk, as last
+// seen (0 while released or not yet created). r.reserves is written only by New.
 func (r *Reclaimer) ReserveBytes(fs string) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if rs, ok := r.reserves[fs]; ok {
-		return rs.bytes
+		return rs.bytes.Load()
 	}
 	return 0
 }
@@ -72,7 +75,7 @@ func (r *Reclaimer) Conditions() []api.Condition {
 			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s", api.FormatSize(uint64(rc.Bytes)), rc.Path, d.Reason)
 		} else {
 			c.Reason = "ReserveHeld"
-			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(uint64(r.reserves[rc.Filesystem].bytes)))
+			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(uint64(r.reserves[rc.Filesystem].bytes.Load())))
 		}
 		out = append(out, c)
 	}
@@ -101,7 +104,7 @@ func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 	}
 	a.Status, a.FreedBytes, a.FreedFiles = api.ActionDone, freed, 1
 	r.mu.Lock()
-	rs.bytes = 0
+	rs.bytes.Store(0)
 	r.rate.Reserves[fs] = reserveDoc{Released: true, Since: r.opts.Now(), Reason: reason}
 	r.saveLocked()
 	r.mu.Unlock()
@@ -111,7 +114,8 @@ func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 }
 
 // maintainReserve creates (or re-arms) the reserve of fs when m shows room for it: free
-// above the reclaim threshold plus the reserve.
+// above the reclaim threshold plus the reserve. It runs on every reserve tick and after
+// every resume, whatever the state was at start-up (CONTRACT §6).
 func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	r.mu.Lock()
 	rs, ok := r.reserves[fs]
@@ -120,19 +124,24 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 		return
 	}
 	have := allocated(rs.cfg.Path)
+	rs.bytes.Store(have) // what is on disk, also when the file went away behind our back
 	if have >= rs.cfg.Bytes {
-		r.mu.Lock()
-		rs.bytes = have
-		r.mu.Unlock()
 		return
 	}
 	if m.AvailBytes < m.ReclaimThresholdBytes+uint64(rs.cfg.Bytes)-uint64(have) {
 		return
 	}
+	// The file is sandboxd's own write: declared first, so that the pressure watcher
+	// never reads it as growth (a fresh 256 MiB reserve read as "filling at 255.8 MiB/s"
+	// and sent the adaptive threshold to its cap).
+	r.ownWrite(rs.cfg.Path, rs.cfg.Bytes)
 	err := createReserve(rs.cfg.Path, rs.cfg.Bytes)
+	if err != nil {
+		r.ownWrite(rs.cfg.Path, -rs.cfg.Bytes)
+	}
 	r.mu.Lock()
 	if err == nil {
-		rs.bytes = allocated(rs.cfg.Path)
+		rs.bytes.Store(allocated(rs.cfg.Path))
 		r.rate.Reserves[fs] = reserveDoc{Released: false, Since: r.opts.Now()}
 		r.saveLocked()
 	}
@@ -198,3 +207,77 @@ func (r *Reclaimer) Shutdown(ctx context.Context) {
 // HasReserves reports whether any filesystem has a reserve file configured: its
 // release is counted under the source "reserve".
 func (r *Reclaimer) HasReserves() bool { return len(r.opts.Reserves) > 0 }
+
+func (r *Reclaimer) ownWrite(path string, bytes int64) {
+	if r.opts.OwnWrite != nil {
+		r.opts.OwnWrite(path, bytes)
+	}
+}
+
+// reserveTick keeps every reserve armed where there is room, and removes the reserve
+// files of filesystems this Reclaimer no longer keeps one on (a reload stopped watching
+// them, or set reserve = "0").
+func (r *Reclaimer) reserveTick(ctx context.Context) {
+	r.dropOrphans()
+	if r.opts.Observe {
+		return
+	}
+	for _, rc := range r.opts.Reserves {
+		if ctx.Err() != nil {
+			return
+		}
+		if rc.Bytes <= 0 || rc.Path == "" {
+			continue
+		}
+		m, err := r.opts.Measure(ctx, rc.Filesystem)
+		if err != nil {
+			continue
+		}
+		r.maintainReserve(m, rc.Filesystem)
+	}
+}
+
+// Orphan names reserve files that an earlier configuration kept (from the Reclaimer it
+// replaces); those this one does not keep are removed on its next reserve tick.
+func (r *Reclaimer) Orphan(prev *Reclaimer) {
+	if prev == nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, rc := range r.opts.Reserves {
+		if rc.Bytes > 0 {
+			keep[rc.Path] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rc := range prev.opts.Reserves {
+		if rc.Path != "" && !keep[rc.Path] {
+			r.orphans = append(r.orphans, rc.Path)
+		}
+	}
+}
+
+// dropOrphans removes the orphaned reserve files: regular files only, never through a
+// symlink at the final name (unlink does not follow it).
+func (r *Reclaimer) dropOrphans() {
+	r.mu.Lock()
+	paths := r.orphans
+	r.orphans = nil
+	r.mu.Unlock()
+	if r.opts.Observe {
+		return
+	}
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			r.emit(api.EventReserve, p, fmt.Sprintf("removing reserve %s of a filesystem no longer configured failed: %v", p, err), map[string]any{"path": p})
+			continue
+		}
+		r.emit(api.EventReserve, p, fmt.Sprintf("removed reserve %s (%s): its filesystem no longer keeps one", p, api.FormatSize(uint64(st.Blocks*512))),
+			map[string]any{"path": p, "bytes": st.Blocks * 512, "released": true})
+	}
+}

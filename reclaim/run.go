@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Run is the background side: it empties leftover trash, keeps the reserve files armed,
+// Run is the background side: it empties leftover trash, keeps the reserve files armed
+// (every ReserveInterval),
 // triggers a pressure reclaim when a watched filesystem drops below its threshold
 // (through the cooldown), and refreshes the cache list and sizes for status. It returns
 // when ctx ends.
@@ -13,12 +14,17 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 	r.startupTrash(ctx)
 	poll := time.NewTicker(r.opts.PollInterval)
 	defer poll.Stop()
+	reserve := time.NewTicker(r.opts.ReserveInterval)
+	defer reserve.Stop()
 	nextSize := time.Now().Add(time.Minute) // let start-up settle before walking caches
+	r.reserveTick(ctx)
 	r.tick(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-reserve.C:
+			r.reserveTick(ctx)
 		case <-poll.C:
 			r.tick(ctx)
 			if time.Now().After(nextSize) {
@@ -44,7 +50,6 @@ func (r *Reclaimer) tick(ctx context.Context) {
 		f := newFSRun(p, m, Request{}, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
 		if !f.needed(0) {
 			r.lowSeen[p] = false
-			r.maintainReserve(m, p)
 			continue
 		}
 		// Still low within the cooldown (or past max_runs_per_hour): the first tick of

@@ -23,6 +23,16 @@ type Store struct {
 	mu      sync.Mutex        // guards the fields below
 	mem     map[string][]byte // last value of every document saved or loaded
 	lastErr error             // the last write failure, nil once a write succeeds again
+	onWrite func(path string, bytes int64)
+}
+
+// OnWrite sets f to be told, before each document is written, where and about how many
+// bytes (the document rounded up to a 4 KiB block): the daemon tells the pressure watcher,
+// so that its own state never reads as growth.
+func (s *Store) OnWrite(f func(path string, bytes int64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onWrite = f
 }
 
 // Open returns a store on dir, creating it (mode 0700) when it can. A directory that
@@ -111,6 +121,12 @@ func (s *Store) Save(name string, v any) error {
 func (s *Store) write(name string, b []byte) error {
 	if s.dir == "" {
 		return errors.New("no state directory configured")
+	}
+	s.mu.Lock()
+	onWrite := s.onWrite
+	s.mu.Unlock()
+	if onWrite != nil {
+		onWrite(filepath.Join(s.dir, name), int64(len(b)+4095)/4096*4096)
 	}
 	f, err := os.CreateTemp(s.dir, ".tmp-"+name+"-")
 	if err != nil {
