@@ -75,7 +75,7 @@ func siteConfigs(cfg *config.Config) ([]retention.SiteConfig, error) {
 			owners = append(owners, uid)
 		}
 		out = append(out, retention.SiteConfig{Name: s.Name, Path: s.Path, OwnerUIDs: owners,
-			MaxAge: s.MaxAge, MinAge: s.MinAge, MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes)})
+			MaxAge: s.MaxAge, MinAge: s.MinAge, MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes), Guards: cfg.SiteGuards()})
 	}
 	return out, nil
 }

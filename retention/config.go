@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
 	"github.com/sandboxd/sandboxd/internal/state"
 )
 
@@ -20,6 +21,9 @@ type SiteConfig struct {
 	MinAge    time.Duration // jobs younger are never pruned for count or size
 	MaxFiles  int64         // 0 = no count limit
 	MaxBytes  int64         // 0 = no size limit
+	// Guards are directories the root must not be, contain or lie inside (protected
+	// paths) or be or contain (the state dir), compared by device and inode.
+	Guards []safefs.Guarded
 }
 
 // Options configure a Manager.

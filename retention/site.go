@@ -36,7 +36,6 @@ type site struct {
 	mu           sync.Mutex // guards every field below
 	cfg          SiteConfig
 	root         *safefs.Root
-	rootIno      uint64
 	matchRoots   []string // the root's path as /proc/PID/fd links may show it
 	idx          *index
 	ready        bool      // scanned since the root was opened
@@ -96,49 +95,50 @@ func (s *site) setProblemLocked(p string) {
 		Fields: map[string]any{"type": api.CondSiteProblem, "status": p != ""}})
 }
 
-// attach opens and vets the root (when not open) or re-checks it (when open): the path
-// must still name the directory we hold, owned by root or the site's owner, and not
-// writable by others without the sticky bit. A bad root is the site's problem. A missing
-// one is not: sandboxd never creates it (a launcher that did not create its dir has
-// nothing to prune, and creating it here would decide its owner and mode for the
-// launcher), and attaches it once it appears.
+// attach opens and vets the root (when not open) or re-checks it (when open). The path is
+// resolved from "/" one component at a time without following a symlink anywhere in it,
+// and refused when an ancestor could be changed by a user other than root and the root's
+// owner (safefs.OpenRoot); it must still name the very directory we hold (device and
+// inode), owned by root or the site's owner, not writable by others without the sticky
+// bit, and clear of the protected paths and the state dir by identity (cfg.Guards). A bad
+// root is the site's problem. A missing one is not: sandboxd never creates it (a launcher
+// that did not create its dir has nothing to prune, and creating it here would decide its
+// owner and mode for the launcher), and attaches it once it appears.
+//
+// Between two checks the site works beneath the fd it holds: a later rename or symlink
+// on the way to the path cannot redirect it; the next check (reconcile, reload) sees the
+// change and detaches.
 func (s *site) attach() (opened bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r, err := safefs.OpenRoot(s.path)
 	if s.root != nil {
-		var st unix.Stat_t
-		err := unix.Lstat(s.path, &st)
-		if err == nil && uint64(st.Dev) == s.root.Dev() && st.Ino == s.rootIno {
-			if p := s.root.CheckOwner(s.allowedUIDs()...); p != "" {
+		if err == nil && r.ID() == s.root.ID() {
+			r.Close()
+			if p := s.vetLocked(s.root); p != "" {
 				s.detachLocked(p)
 			}
 			return false
 		}
-		s.detachLocked("") // replaced or gone: open it again below
+		s.detachLocked("") // replaced, gone or unsafe now: judged below
 	}
-	r, err := safefs.OpenRoot(s.path)
 	if err != nil {
-		if missingRoot(s.path, err) {
+		if errors.Is(err, unix.ENOENT) {
 			// Not created yet (a fresh machine, or a launcher that has not run): nothing
-			// to prune and nothing wrong; it is attached as soon as it appears.
+			// to prune and nothing wrong; it is attached as soon as it appears. The walk
+			// stops at a symlink before it can miss what lies behind one.
 			s.setProblemLocked("")
 			return false
 		}
 		s.setProblemLocked(rootProblem(s.path, err))
 		return false
 	}
-	if p := r.CheckOwner(s.allowedUIDs()...); p != "" {
+	if p := s.vetLocked(r); p != "" {
 		r.Close()
 		s.setProblemLocked(p)
 		return false
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(r.Fd(), &st); err != nil {
-		r.Close()
-		s.setProblemLocked(fmt.Sprintf("root %s cannot be examined: %v", s.path, err))
-		return false
-	}
-	s.root, s.rootIno = r, st.Ino
+	s.root = r
 	s.matchRoots = []string{filepath.Clean(s.path)}
 	if real, err := filepath.EvalSymlinks(s.path); err == nil && real != s.matchRoots[0] {
 		s.matchRoots = append(s.matchRoots, real)
@@ -147,23 +147,20 @@ func (s *site) attach() (opened bool) {
 	return true
 }
 
-// missingRoot reports whether the root does not exist at all (not even as a dangling link).
-func missingRoot(path string, err error) bool {
-	var st unix.Stat_t
-	return errors.Is(err, unix.ENOENT) && errors.Is(unix.Lstat(path, &st), unix.ENOENT)
+// vetLocked is what a root must pass besides the safe walk: its owner and mode, and the
+// guarded directories.
+func (s *site) vetLocked(r *safefs.Root) string {
+	if p := r.CheckOwner(s.allowedUIDs()...); p != "" {
+		return p
+	}
+	return r.CheckGuards(s.cfg.Guards)
 }
 
 func rootProblem(path string, err error) string {
-	var st unix.Stat_t
-	if unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		// O_NOFOLLOW|O_DIRECTORY on a symlink answers ENOTDIR, not ELOOP.
-		return fmt.Sprintf("root %s is a symlink", path)
-	}
+	var ue *safefs.UnsafeRootError
 	switch {
-	case errors.Is(err, unix.ENOENT):
-		return fmt.Sprintf("root %s does not exist (sandboxd does not create it)", path)
-	case errors.Is(err, unix.ELOOP):
-		return fmt.Sprintf("root %s is a symlink", path)
+	case errors.As(err, &ue):
+		return ue.Error()
 	case errors.Is(err, unix.ENOTDIR):
 		return fmt.Sprintf("root %s is not a directory", path)
 	}
