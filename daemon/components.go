@@ -142,7 +142,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites 
 		}
 	}
 	return reclaim.Options{
-		Caches: caches, AutoCaches: cfg.Reclaim.AutoCaches, Protect: cfg.Reclaim.Protect,
+		Caches: caches, AutoCaches: cfg.Reclaim.AutoCaches, Protect: cfg.Reclaim.Protect, Guards: cfg.CacheGuards(),
 		MinAge: cfg.Reclaim.MinAge, Headroom: int64(cfg.Reclaim.Headroom), HeadroomInodes: cfg.Reclaim.HeadroomInodes,
 		Cooldown: cfg.Reclaim.Cooldown, MaxRunsPerHour: int(cfg.Reclaim.MaxRunsPerHour),
 		Reserves: reserves, Filesystems: fsPaths,

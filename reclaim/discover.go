@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -128,8 +129,28 @@ func (r *Reclaimer) discover() []*cache {
 	return out
 }
 
-// publishCaches records a discovery for status, keeping known sizes.
+// publishCaches records a discovery for status, keeping known sizes. Each root is opened
+// the way the ladder will open it, so a refused one shows its reason.
 func (r *Reclaimer) publishCaches(cs []*cache) {
+	type seen struct {
+		owner   uint32
+		problem string
+	}
+	look := make([]seen, len(cs))
+	for i, c := range cs {
+		if p := r.unsafeRoot(c.Path); p != "" {
+			look[i].problem = p
+			continue
+		}
+		root, err := r.openCache(c)
+		switch {
+		case err == nil:
+			look[i].owner = root.UID()
+			root.Close()
+		case errors.Is(err, errRefused):
+			look[i].problem = err.Error()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := map[string]CacheInfo{}
@@ -137,18 +158,11 @@ func (r *Reclaimer) publishCaches(cs []*cache) {
 		old[ci.Path] = ci
 	}
 	infos := make([]CacheInfo, 0, len(cs))
-	for _, c := range cs {
+	for i, c := range cs {
 		ci := CacheInfo{Name: c.Name, Kind: c.kind.name, Path: c.Path, Declared: c.kind == declaredKind || slices.ContainsFunc(r.opts.Caches, func(d CacheConfig) bool { return d.Path == c.Path }),
-			Ladder: c.Ladder, Order: c.Order}
+			Ladder: c.Ladder, Order: c.Order, Owner: look[i].owner, Problem: look[i].problem}
 		if o, ok := old[c.Path]; ok {
 			ci.EstimatedBytes, ci.EstimatedFiles, ci.Partial, ci.SizedAt = o.EstimatedBytes, o.EstimatedFiles, o.Partial, o.SizedAt
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(c.Path, &st); err == nil {
-			ci.Owner = st.Uid
-		}
-		if p := r.unsafeRoot(c.Path); p != "" {
-			ci.Problem = p
 		}
 		infos = append(infos, ci)
 	}
@@ -178,20 +192,32 @@ func within(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
-// openCache opens a cache root, refusing a symlink root (safefs) and a root whose owner
-// or device cannot be read. The caller closes it.
-func openCache(c *cache) (*safefs.Root, unix.Stat_t, error) {
-	var st unix.Stat_t
+// errRefused marks a cache root that exists but must not be worked on: reached through a
+// symlink or an unsafe ancestor, or overlapping a guarded directory by identity.
+var errRefused = errors.New("refused")
+
+// refusedError is a refusal whose message is its reason alone.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return errRefused }
+
+// openCache opens a cache root with safefs's walk from "/" (no symlink in any component, no
+// ancestor another user could change) and refuses one that is or contains a protected
+// path or the state dir by device and inode (Options.Guards), located afresh on every
+// open. The caller closes it.
+func (r *Reclaimer) openCache(c *cache) (*safefs.Root, error) {
 	root, err := safefs.OpenRoot(c.Path)
-	if err != nil {
-		if unix.Lstat(c.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return nil, st, fmt.Errorf("cache root %s is a symlink: refused: %w", c.Path, err)
-		}
-		return nil, st, err
+	var ue *safefs.UnsafeRootError
+	switch {
+	case errors.As(err, &ue):
+		return nil, &refusedError{"cache " + ue.Error()}
+	case err != nil:
+		return nil, err
 	}
-	if err := unix.Fstat(root.Fd(), &st); err != nil {
+	if why := root.CheckGuards(r.opts.Guards); why != "" {
 		root.Close()
-		return nil, st, fmt.Errorf("stat cache root %s: %w", c.Path, err)
+		return nil, &refusedError{"cache " + why}
 	}
-	return root, st, nil
+	return root, nil
 }

@@ -40,13 +40,13 @@ func (lr *ladderRun) open(c *cache) *openRoot {
 		return o
 	}
 	o := &openRoot{}
-	root, st, err := openCache(c)
+	root, err := lr.r.openCache(c)
 	if err != nil {
 		o.err = err
 		lr.f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped, Error: err.Error()})
 		lr.r.emit(api.EventRefusal, c.Name, fmt.Sprintf("cache %s skipped: %v", c.Path, err), map[string]any{"cache": c.Path})
 	} else {
-		o.root, o.uid, o.gid = root, st.Uid, st.Gid
+		o.root, o.uid, o.gid = root, root.UID(), root.GID()
 	}
 	lr.roots[c] = o
 	return o

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
 	"github.com/sandboxd/sandboxd/internal/state"
 	"github.com/sandboxd/sandboxd/internal/units"
 )
@@ -47,8 +48,11 @@ type Options struct {
 	Caches     []CacheConfig
 	AutoCaches []string // kinds to discover (see kinds.go)
 	Protect    []string
-	MinAge     time.Duration // entries younger than this are never deleted by rung 3
-	Headroom   int64         // bytes above the reclaim threshold to reclaim to
+	// Guards are directories a cache root must not be or contain (protected paths, the
+	// state dir), compared by device and inode each time a root is opened.
+	Guards   []safefs.Guarded
+	MinAge   time.Duration // entries younger than this are never deleted by rung 3
+	Headroom int64         // bytes above the reclaim threshold to reclaim to
 	// HeadroomInodes is resolved against the filesystem's f_files.
 	HeadroomInodes units.Threshold
 	// Cooldown spaces automatic runs per filesystem; 0 means no cooldown, as [reclaim]

@@ -99,7 +99,7 @@ func (r *Reclaimer) startupTrash(ctx context.Context) {
 		if r.unsafeRoot(c.Path) != "" {
 			continue
 		}
-		root, _, err := openCache(c)
+		root, err := r.openCache(c)
 		if err != nil {
 			continue
 		}
@@ -116,7 +116,7 @@ func (r *Reclaimer) sizeCaches(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		root, _, err := openCache(c)
+		root, err := r.openCache(c)
 		if err != nil {
 			continue
 		}

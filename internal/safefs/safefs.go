@@ -35,6 +35,7 @@ type Root struct {
 	dev   uint64
 	ino   uint64
 	uid   uint32
+	gid   uint32
 	chain []ID // every directory from "/" to the root, the root last, as the walk met them
 
 	// beforeOpen, when set (tests only), runs just before a walk opens the subdirectory rel
@@ -67,7 +68,7 @@ func OpenRoot(path string) (*Root, error) {
 	for i := range hops {
 		chain[i] = idOf(&hops[i].st)
 	}
-	return &Root{fd: fd, path: path, dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid, chain: chain}, nil
+	return &Root{fd: fd, path: path, dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid, gid: st.Gid, chain: chain}, nil
 }
 
 // ID is the root directory's identity.
@@ -75,6 +76,9 @@ func (r *Root) ID() ID { return ID{Dev: r.dev, Ino: r.ino} }
 
 // UID is the root directory's owner when it was opened.
 func (r *Root) UID() uint32 { return r.uid }
+
+// GID is the root directory's group when it was opened.
+func (r *Root) GID() uint32 { return r.gid }
 
 // Chain is the identity of every directory from "/" to the root (the root last), as the
 // walk that opened it met them: the directories the root really lies beneath.
