@@ -156,6 +156,9 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 // only with busy: a call that does not fit while another reclaim holds the lock.
 func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
 	fs, err := c.pressure.Measure(ctx, existingAncestor(path))
+	if err != nil && ctx.Err() != nil {
+		return fs, notes, deadlineProblem(fs, need.deadline, notes)
+	}
 	if err != nil {
 		return fs, notes, api.NewProblem(api.CodeInternal, "statfs %s: %v", path, err)
 	}
@@ -168,6 +171,10 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	case errors.Is(rerr, reclaim.ErrBusy):
 		if need.short(fs) {
 			return fs, notes, d.busyProblem(fs, notes)
+		}
+	case errors.Is(rerr, reclaim.ErrDeadline):
+		if need.short(fs) {
+			return fs, notes, deadlineProblem(fs, need.deadline, notes)
 		}
 	case rerr != nil:
 		notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -28,12 +27,8 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) error {
 	c := d.current()
 	mountActions := c.mounts.Resume(ctx)
 	run, err := c.reclaim.Resume(ctx)
-	if errors.Is(err, reclaim.ErrBusy) {
-		p := d.busyProblem(firstFS(c.pressure.Snapshot()), nil)
-		return p
-	}
 	if err != nil {
-		return err
+		return d.reclaimProblem(err, c, deadline)
 	}
 	run.Actions = append(mountActions, run.Actions...)
 	run.Actions = nonNil(run.Actions)
@@ -62,11 +57,8 @@ func (d *Daemon) handleReclaim(w http.ResponseWriter, r *http.Request) error {
 	c := d.current()
 	run, err := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: reclaim.TriggerManual, DryRun: req.DryRun,
 		TargetFree: target, ReleaseReserve: req.ReleaseReserve})
-	if errors.Is(err, reclaim.ErrBusy) {
-		return d.busyProblem(firstFS(c.pressure.Snapshot()), nil)
-	}
 	if err != nil {
-		return err
+		return d.reclaimProblem(err, c, deadline)
 	}
 	run.Actions = nonNil(run.Actions)
 	run.Warnings = append(run.Warnings, warnings...)

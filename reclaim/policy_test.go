@@ -192,9 +192,16 @@ func TestConcurrentReclaimGetsErrBusy(t *testing.T) {
 	if _, err := r.Reclaim(ctx, Request{}); !errors.Is(err, ErrBusy) {
 		t.Errorf("err %v, want ErrBusy", err)
 	}
+	// A healthy resume is a statfs and needs no lock: it answers while another reclaim runs.
+	if run, err := r.Resume(ctx); err != nil || run.Verdict != api.VerdictHealthy {
+		t.Errorf("healthy resume beside a running reclaim: %q, %v", run.Verdict, err)
+	}
+	prev := e.reclaimBelow
+	e.reclaimBelow = 1 << 40 // now it needs the ladder, which is held
 	if _, err := r.Resume(ctx); !errors.Is(err, ErrBusy) {
 		t.Errorf("resume err %v, want ErrBusy", err)
 	}
+	e.reclaimBelow = prev
 	<-r.lock
 	if _, err := r.Reclaim(context.Background(), Request{}); err != nil {
 		t.Errorf("after release: %v", err)

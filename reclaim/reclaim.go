@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,8 +20,12 @@ type Request struct {
 	NeedInodes     uint64
 }
 
-// resumeCacheFor is how long a completed resume answers later resumes (CONTRACT §1).
+// resumeCacheFor is how long a completed resume may answer later resumes (CONTRACT §1).
 const resumeCacheFor = 10 * time.Second
+
+// ErrDeadline says the call's deadline passed before every filesystem it covers was
+// measured: nothing is known, so there is no verdict, and nothing is cached.
+var ErrDeadline = errors.New("the call's deadline passed before statfs answered")
 
 // Reclaim runs the policy once. Only one reclaim runs at a time: a caller waits for the
 // lock within ctx and gets ErrBusy when ctx ends first.
@@ -31,13 +36,25 @@ func (r *Reclaimer) Reclaim(ctx context.Context, req Request) (api.ReclaimRun, e
 		return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
 	}
 	defer func() { <-r.lock }()
-	return r.run(ctx, req), nil
+	return r.run(ctx, req)
 }
 
-// Resume is a reclaim with trigger resume; within 10 s of a completed resume it answers
-// that run's result with Cached set, without measuring anything.
+// Resume is a reclaim with trigger resume. Its healthy path is one fresh statfs per
+// watched filesystem and no lock, cheap enough that it is never cached: a resume always
+// says what is on disk now. A resume that finds work may answer the result of a resume
+// completed within 10 s (Cached set), but only while fresh figures of every filesystem
+// agree with that run's (same side of every threshold), so a disk that filled since is
+// never answered from the past.
 func (r *Reclaimer) Resume(ctx context.Context) (api.ReclaimRun, error) {
-	if c := r.cachedResume(); c != nil {
+	req := Request{Trigger: TriggerResume}
+	m, err := r.measureAll(ctx, req)
+	if err != nil {
+		return api.ReclaimRun{}, err
+	}
+	if len(m.work) == 0 {
+		return r.conclude(ctx, req, m), nil
+	}
+	if c := r.cachedResume(m.all); c != nil {
 		return *c, nil
 	}
 	select {
@@ -46,13 +63,18 @@ func (r *Reclaimer) Resume(ctx context.Context) (api.ReclaimRun, error) {
 		return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
 	}
 	defer func() { <-r.lock }()
-	if c := r.cachedResume(); c != nil { // a resume finished while we waited
+	if m, err = r.measureAll(ctx, req); err != nil { // a resume may have finished while we waited
+		return api.ReclaimRun{}, err
+	}
+	if c := r.cachedResume(m.all); len(m.work) > 0 && c != nil {
 		return *c, nil
 	}
-	return r.run(ctx, Request{Trigger: TriggerResume}), nil
+	return r.conclude(ctx, req, m), nil
 }
 
-func (r *Reclaimer) cachedResume() *api.ReclaimRun {
+// cachedResume is the last resume's result when it completed within resumeCacheFor and
+// every filesystem measured now stands where that run left it.
+func (r *Reclaimer) cachedResume(now []*fsRun) *api.ReclaimRun {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.lastResume == nil {
@@ -61,9 +83,27 @@ func (r *Reclaimer) cachedResume() *api.ReclaimRun {
 	if age := r.opts.Now().Sub(r.lastResume.FinishedAt); age < 0 || age >= resumeCacheFor {
 		return nil
 	}
+	if !agrees(r.lastResume.After, now) {
+		return nil
+	}
 	c := *r.lastResume
 	c.Cached = true
 	return &c
+}
+
+// agrees reports whether figures measured now are on the same side of every threshold
+// as a run's after figures, filesystem by filesystem.
+func agrees(after []api.Filesystem, now []*fsRun) bool {
+	if len(after) != len(now) {
+		return false
+	}
+	for i, f := range now {
+		a := after[i]
+		if a.Path != f.path || f.needed(0) != (&fsRun{cur: a}).needed(0) || underReplace(f.cur) != underReplace(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // Last is the last completed run (nil before the first).
@@ -79,29 +119,63 @@ func (r *Reclaimer) Last() *api.ReclaimRun {
 
 // run is one reclaim with the lock held. A healthy run is a statfs per filesystem and
 // nothing else: no discovery, no walk, no sizing.
-func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
-	if req.Trigger == "" {
-		req.Trigger = TriggerManual
+func (r *Reclaimer) run(ctx context.Context, req Request) (api.ReclaimRun, error) {
+	m, err := r.measureAll(ctx, req)
+	if err != nil {
+		return api.ReclaimRun{}, err
 	}
-	run := api.ReclaimRun{Trigger: req.Trigger, DryRun: req.DryRun, StartedAt: r.opts.Now(), Actions: []api.Action{}}
-	simulate, simStatus := r.opts.Observe || req.DryRun, api.ActionPlanned
-	if r.opts.Observe {
-		simStatus = api.ActionObserved
-	}
+	return r.conclude(ctx, req, m), nil
+}
+
+// measured is a run's first step: every filesystem it covers, measured, and those of
+// them that need the ladder.
+type measured struct {
+	started   time.Time
+	all, work []*fsRun
+	warnings  []string
+}
+
+// measureAll measures every filesystem of req. A measure cut by ctx is ErrDeadline: a
+// run that measured nothing has no verdict (a "healthy" of nothing was served to every
+// caller for 10 s).
+func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, error) {
+	out := measured{started: r.opts.Now()}
 	paths := req.Filesystems
 	if paths == nil {
 		paths = r.opts.Filesystems
 	}
-	var all, work []*fsRun
 	for _, p := range paths {
 		m, err := r.opts.Measure(ctx, p)
+		if err != nil && ctx.Err() != nil {
+			return measured{}, fmt.Errorf("%w: %s: %w", ErrDeadline, p, ctx.Err())
+		}
 		if err != nil {
-			run.Warnings = append(run.Warnings, fmt.Sprintf("measure %s: %v", p, err))
+			out.warnings = append(out.warnings, fmt.Sprintf("measure %s: %v", p, err))
 			continue
 		}
 		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		out.all = append(out.all, f)
+		if f.needed(req.TargetFree) {
+			out.work = append(out.work, f)
+		}
+	}
+	return out, nil
+}
+
+// conclude runs the ladder where m found work and answers the run.
+func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.ReclaimRun {
+	if req.Trigger == "" {
+		req.Trigger = TriggerManual
+	}
+	run := api.ReclaimRun{Trigger: req.Trigger, DryRun: req.DryRun, StartedAt: m.started, Actions: []api.Action{}, Warnings: m.warnings}
+	simulate, simStatus := r.opts.Observe || req.DryRun, api.ActionPlanned
+	if r.opts.Observe {
+		simStatus = api.ActionObserved
+	}
+	all := m.all
+	var work []*fsRun
+	for _, f := range all {
 		f.measure, f.simulate, f.simStatus = r.opts.Measure, simulate, simStatus
-		all = append(all, f)
 		if req.ReleaseReserve {
 			r.salvage(ctx, f)
 		}
@@ -138,8 +212,8 @@ func (r *Reclaimer) run(ctx context.Context, req Request) api.ReclaimRun {
 	r.mu.Lock()
 	c := run
 	r.last = &c
-	if req.Trigger == TriggerResume && !req.DryRun {
-		r.lastResume = &c
+	if req.Trigger == TriggerResume && !req.DryRun && len(work) > 0 {
+		r.lastResume = &c // only a run that walked the ladder is worth not repeating
 	}
 	r.mu.Unlock()
 	return run

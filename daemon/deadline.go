@@ -1,0 +1,40 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/reclaim"
+)
+
+// deadlineProblem is the answer of a call whose deadline passed before it could measure:
+// busy (503, Retry-After), with the last figures known, marked stale. A passed deadline
+// is the caller's choice or a slow disk, never a bug, so never `internal` (issue 10).
+func deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) *api.Problem {
+	parts := []string{}
+	if fs.Path != "" && !fs.SampledAt.IsZero() {
+		parts = append(parts, fsFingerprint(fs)+" (last sample)")
+	}
+	parts = append(parts, notes...)
+	parts = append(parts, fmt.Sprintf("the call's deadline (%s) passed before statfs answered: retry with a longer deadline", deadline))
+	p := api.NewProblem(api.CodeBusy, "%s", strings.Join(parts, "; "))
+	p.RetryAfterSeconds = 1
+	return p
+}
+
+// reclaimProblem maps what Reclaim and Resume refuse with to the problem a caller gets:
+// busy for both another reclaim holding the lock and a deadline passed before anything
+// was measured.
+func (d *Daemon) reclaimProblem(err error, c *components, deadline time.Duration) error {
+	fs := firstFS(c.pressure.Snapshot())
+	switch {
+	case errors.Is(err, reclaim.ErrBusy):
+		return d.busyProblem(fs, nil)
+	case errors.Is(err, reclaim.ErrDeadline):
+		return deadlineProblem(fs, deadline, nil)
+	}
+	return err
+}
