@@ -140,10 +140,10 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	if pr.Observed {
 		verb = "would prune (observe mode)"
 	}
-	notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %d files (%s) in this call",
-		name, api.FormatCount(uint64(max(site.Files, 0))), verb, pr.Files, api.FormatSize(uint64(max(pr.Bytes, 0)))))
+	notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %s files (%s) in this call",
+		name, api.FormatCount(uint64(max(site.Files, 0))), verb, api.FormatCount(uint64(max(pr.Files, 0))), api.FormatSize(uint64(max(pr.Bytes, 0)))))
 	if pr.Pending > 0 {
-		notes = append(notes, fmt.Sprintf("%d expired files left to the background drain", pr.Pending))
+		notes = append(notes, fmt.Sprintf("%s expired files left to the background drain", api.FormatCount(uint64(max(pr.Pending, 0)))))
 	}
 	if pr.Problem != "" {
 		notes = append(notes, "site not cleaned: "+pr.Problem)
@@ -179,8 +179,8 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	case rerr != nil:
 		notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))
 	default:
-		notes = append(notes, fmt.Sprintf("reclaim freed %s and %d files (verdict %s)",
-			api.FormatSize(uint64(max(run.FreedBytes, 0))), run.FreedFiles, run.Verdict))
+		notes = append(notes, fmt.Sprintf("reclaim freed %s and %s files (verdict %s)",
+			api.FormatSize(uint64(max(run.FreedBytes, 0))), api.FormatCount(uint64(max(run.FreedFiles, 0))), run.Verdict))
 	}
 	if m, err := c.pressure.Measure(context.WithoutCancel(ctx), existingAncestor(path)); err == nil {
 		fs = m

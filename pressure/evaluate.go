@@ -42,17 +42,17 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	out = append(out, disk)
 
 	inode := signal{typ: api.CondInodePressure, subject: subject, severity: sev, fields: fields}
-	inodes := fmt.Sprintf("%s has %d inodes free of %d", subject, f.FilesFree, f.Files)
+	inodes := fmt.Sprintf("%s has %s inodes free of %s", subject, api.FormatCount(f.FilesFree), api.FormatCount(f.Files))
 	switch {
 	case f.Files == 0:
 		inode.reason = "NoInodeLimit"
 		inode.message = subject + " has no inode limit (f_files is 0); inode thresholds do not apply"
 	case f.FilesFree < r.reclaimInodes:
 		inode.raw, inode.reason = true, "InodesBelowReclaimThreshold"
-		inode.message = fmt.Sprintf("%s, below filesystem.reclaim_below_inodes %d", inodes, r.reclaimInodes)
+		inode.message = fmt.Sprintf("%s, below filesystem.reclaim_below_inodes %s", inodes, api.FormatCount(r.reclaimInodes))
 	default:
 		inode.reason = "InodesAboveReclaimThreshold"
-		inode.message = fmt.Sprintf("%s, at or above filesystem.reclaim_below_inodes %d", inodes, r.reclaimInodes)
+		inode.message = fmt.Sprintf("%s, at or above filesystem.reclaim_below_inodes %s", inodes, api.FormatCount(r.reclaimInodes))
 	}
 	out = append(out, inode)
 
@@ -65,7 +65,7 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 		repl.message = fmt.Sprintf("%s, below filesystem.replace_below %s: replace the sandbox", space, api.FormatSize(r.replace))
 	case f.Files > 0 && f.FilesFree < r.replaceInodes:
 		repl.raw, repl.reason = true, "InodesBelowReplaceThreshold"
-		repl.message = fmt.Sprintf("%s, below filesystem.replace_below_inodes %d: replace the sandbox", inodes, r.replaceInodes)
+		repl.message = fmt.Sprintf("%s, below filesystem.replace_below_inodes %s: replace the sandbox", inodes, api.FormatCount(r.replaceInodes))
 	default:
 		repl.reason = "AboveReplaceThresholds"
 		repl.message = fmt.Sprintf("%s, at or above filesystem.replace_below %s", space, api.FormatSize(r.replace))

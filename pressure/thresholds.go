@@ -3,7 +3,6 @@ package pressure
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -66,14 +65,6 @@ func thresholdText(written string, percent bool, amount uint64) string {
 	return written
 }
 
-// shortDuration renders 10m0s as "10m" and 1h30m0s as "1h30m".
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+// shortDuration renders 10m0s as "10m" and 1h30m0s as "1h30m": the one duration style
+// of every message and the CLI (api.FormatDuration).
+func shortDuration(d time.Duration) string { return api.FormatDuration(d) }

@@ -159,12 +159,12 @@ func (r *Reclaimer) deleted(c *cache, res *batchResult, total int) api.Action {
 	a.FreedBytes, a.FreedFiles = res.stats.Bytes, res.stats.Files+res.stats.Dirs
 	a.Status = api.ActionDone
 	if len(res.errs) > 0 {
-		a.Error = fmt.Sprintf("%d of %d entries failed, first: %v", len(res.errs), total, res.errs[0])
+		a.Error = fmt.Sprintf("%s of %s entries failed, first: %v", api.FormatCount(uint64(len(res.errs))), api.FormatCount(uint64(total)), res.errs[0])
 		if res.stats.Files+res.stats.Dirs == 0 {
 			a.Status = api.ActionFailed
 		}
 	}
-	msg := fmt.Sprintf("deleted %d entries of %s (%d files, %s)", res.n, c.Path, a.FreedFiles, api.FormatSize(uint64(a.FreedBytes)))
+	msg := fmt.Sprintf("deleted %s entries of %s (%s files, %s)", api.FormatCount(uint64(res.n)), c.Path, api.FormatCount(uint64(max(a.FreedFiles, 0))), api.FormatSize(uint64(max(a.FreedBytes, 0))))
 	fields := map[string]any{"cache": c.Path, "entries": res.n, "files": a.FreedFiles, "bytes": a.FreedBytes}
 	if a.Error != "" {
 		fields["error"] = a.Error
@@ -203,7 +203,7 @@ func (r *Reclaimer) emptyTrash(ctx context.Context, root *safefs.Root, c *cache,
 		}
 		n++
 	}
-	r.emit(api.EventDelete, c.Name, fmt.Sprintf("emptied %d leftover trash entries of %s (%d files, %s)", n, c.Path, a.FreedFiles, api.FormatSize(uint64(a.FreedBytes))),
+	r.emit(api.EventDelete, c.Name, fmt.Sprintf("emptied %s leftover trash entries of %s (%s files, %s)", api.FormatCount(uint64(n)), c.Path, api.FormatCount(uint64(max(a.FreedFiles, 0))), api.FormatSize(uint64(max(a.FreedBytes, 0)))),
 		map[string]any{"cache": c.Path, "entries": n, "files": a.FreedFiles, "bytes": a.FreedBytes, "trash": true})
 	return a, true
 }

@@ -464,7 +464,7 @@ func pruneEvent(site, trigger string, res *PruneResult, errs []string) api.Event
 		f["errors"] = errs
 	}
 	return api.Event{Kind: api.EventPrune, Subject: site, Fields: f,
-		Message: fmt.Sprintf("%s %d files (%s) of %d jobs in site %s", verb, res.Files, api.FormatSize(uint64(res.Bytes)), len(res.Jobs), site)}
+		Message: fmt.Sprintf("%s %s files (%s) of %s jobs in site %s", verb, api.FormatCount(uint64(max(res.Files, 0))), api.FormatSize(uint64(max(res.Bytes, 0))), api.FormatCount(uint64(len(res.Jobs))), site)}
 }
 
 func timeFromNanos(ns int64) time.Time { return time.Unix(0, ns) }

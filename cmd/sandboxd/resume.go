@@ -82,10 +82,10 @@ func printRun(w io.Writer, run *api.ReclaimRun, asJSON bool) {
 		if a.Error != "" {
 			e = "  error: " + a.Error
 		}
-		fmt.Fprintf(w, "  %-9s %-15s %-24s %10s %8d files  %s%s\n", a.Status, a.Kind, a.Source,
-			api.FormatSize(uint64(max(a.FreedBytes, 0))), a.FreedFiles, a.Path, e)
+		fmt.Fprintf(w, "  %-9s %-15s %-24s %10s %9s files  %s%s\n", a.Status, a.Kind, a.Source,
+			size(a.FreedBytes), count(a.FreedFiles), a.Path, e)
 	}
 	for _, u := range run.Usage {
-		fmt.Fprintf(w, "  usage %10s %8d files  %s\n", api.FormatSize(uint64(max(u.Bytes, 0))), u.Files, u.Path)
+		fmt.Fprintf(w, "  usage %10s %9s files  %s\n", size(u.Bytes), count(u.Files), u.Path)
 	}
 }

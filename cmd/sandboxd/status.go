@@ -25,8 +25,27 @@ func runStatus(ctx context.Context, inv *invocation) int {
 		printJSON(inv.stdout, st)
 		return exitOK
 	}
-	printStatus(inv.stdout, st)
+	printStatus(inv.stdout, st, time.Now())
 	return exitOK
+}
+
+// statusSections are the parts of `sandboxd status`, in order. Each is one function that
+// prints its heading and lines, or nothing when it has nothing to say; a capability that
+// adds state to /v1/status (jobs, runtime mounts) adds its section here.
+var statusSections = []func(w io.Writer, st *api.Status, now time.Time){
+	statusHeader,
+	statusFilesystems,
+	statusSites,
+	statusCaches,
+	statusMounts,
+	statusConditions,
+	statusLastReclaim,
+}
+
+func printStatus(w io.Writer, st *api.Status, now time.Time) {
+	for _, section := range statusSections {
+		section(w, st, now)
+	}
 }
 
 const barWidth = 30
@@ -40,20 +59,22 @@ func bar(ratio float64) string {
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", barWidth-n) + "]"
 }
 
-func humanDuration(sec float64) string {
-	d := time.Duration(sec * float64(time.Second))
-	switch {
-	case d >= 48*time.Hour:
-		return fmt.Sprintf("%.1f days", d.Hours()/24)
-	case d >= time.Hour:
-		return fmt.Sprintf("%.1f h", d.Hours())
-	case d >= time.Minute:
-		return fmt.Sprintf("%.0f min", d.Minutes())
+// ago renders an instant as how long before now it was: "4m10s ago".
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "never"
 	}
-	return fmt.Sprintf("%.0f s", d.Seconds())
+	if d := now.Sub(t); d >= 0 {
+		return api.FormatDuration(d) + " ago"
+	}
+	return "in " + api.FormatDuration(t.Sub(now))
 }
 
-func printStatus(w io.Writer, st *api.Status) {
+func count[T int64 | uint64 | int](n T) string { return api.FormatCount(uint64(max(n, 0))) }
+
+func size[T int64 | uint64](n T) string { return api.FormatSize(uint64(max(n, 0))) }
+
+func statusHeader(w io.Writer, st *api.Status, now time.Time) {
 	mode := st.Mode
 	if mode == api.ModeObserve {
 		mode += " (computes and reports, changes nothing)"
@@ -62,55 +83,109 @@ func printStatus(w io.Writer, st *api.Status) {
 	if !st.State.Persistent {
 		fmt.Fprintf(w, "state: in memory only (%s)\n", st.State.Error)
 	}
+}
+
+func statusFilesystems(w io.Writer, st *api.Status, now time.Time) {
 	fmt.Fprintln(w, "\nFILESYSTEMS")
 	for _, f := range st.Filesystems {
 		fmt.Fprintf(w, "  %-20s %s %3.0f%% used  %s of %s free\n", f.Path, bar(f.UsedRatio), f.UsedRatio*100,
-			api.FormatSize(f.AvailBytes), api.FormatSize(f.SizeBytes))
+			size(f.AvailBytes), size(f.SizeBytes))
 		inodes := "no inode limit"
 		if f.Files > 0 {
-			inodes = fmt.Sprintf("%s of %s inodes free", api.FormatCount(f.FilesFree), api.FormatCount(f.Files))
+			inodes = fmt.Sprintf("%s of %s inodes free", count(f.FilesFree), count(f.Files))
 		}
 		growth := "not filling"
 		if f.GrowthBytesPerSecond > 0 {
-			growth = fmt.Sprintf("growing %s/s", api.FormatSize(uint64(f.GrowthBytesPerSecond)))
+			growth = fmt.Sprintf("growing %s/s", size(uint64(f.GrowthBytesPerSecond)))
 		}
 		full := ""
 		if f.PredictedFullSeconds != nil {
-			full = ", full in " + humanDuration(*f.PredictedFullSeconds)
+			full = ", full in " + api.FormatSeconds(*f.PredictedFullSeconds)
 		}
 		fmt.Fprintf(w, "  %-20s %s; %s%s\n", "", inodes, growth, full)
 		fmt.Fprintf(w, "  %-20s %s %s, reclaim below %s, replace below %s\n", "", f.FSType, f.Mountpoint,
-			api.FormatSize(f.ReclaimThresholdBytes), api.FormatSize(f.ReplaceThresholdBytes))
+			size(f.ReclaimThresholdBytes), size(f.ReplaceThresholdBytes))
 		if f.Stale {
-			fmt.Fprintf(w, "  %-20s STALE: statfs is not answering; figures are from %s\n", "", f.SampledAt.Format(time.RFC3339))
+			fmt.Fprintf(w, "  %-20s STALE: statfs is not answering; figures are from %s\n", "", ago(f.SampledAt, now))
 		}
 	}
-	if len(st.Sites) > 0 {
-		fmt.Fprintln(w, "\nSITES")
-		for _, s := range st.Sites {
-			fmt.Fprintf(w, "  %-12s %s  %s files, %s, %d jobs (%d running), oldest %s, %d pending prune, %d pruned\n",
-				s.Name, s.Path, api.FormatCount(uint64(max(s.Files, 0))), api.FormatSize(uint64(max(s.Bytes, 0))), s.Jobs, s.RunningJobs,
-				humanDuration(s.OldestAgeSeconds), s.PendingPrune, s.PrunedTotal)
-			if s.Problem != nil {
-				fmt.Fprintf(w, "  %-12s PROBLEM: %s\n", "", *s.Problem)
-			}
+}
+
+func statusSites(w io.Writer, st *api.Status, now time.Time) {
+	if len(st.Sites) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nSITES")
+	for _, s := range st.Sites {
+		oldest := "empty"
+		if s.Files > 0 {
+			oldest = "oldest " + api.FormatSeconds(s.OldestAgeSeconds)
+		}
+		fmt.Fprintf(w, "  %-12s %s  %s files, %s, %s jobs (%s running), %s\n", s.Name, s.Path,
+			count(s.Files), size(s.Bytes), count(s.Jobs), count(s.RunningJobs), oldest)
+		pruned := "never pruned"
+		if s.LastPruneAt != nil {
+			pruned = "last prune " + ago(*s.LastPruneAt, now)
+		}
+		fmt.Fprintf(w, "  %-12s max age %s; %s pending prune, %s pruned, %s\n", "", api.FormatSeconds(s.MaxAgeSeconds),
+			count(s.PendingPrune), count(s.PrunedTotal), pruned)
+		if s.Problem != nil {
+			fmt.Fprintf(w, "  %-12s PROBLEM: %s\n", "", *s.Problem)
 		}
 	}
-	if len(st.Mounts) > 0 {
-		fmt.Fprintln(w, "\nMOUNTS")
-		for _, m := range st.Mounts {
-			req := ""
-			if m.Required {
-				req = " (required)"
+}
+
+// statusCaches lists the cache roots reclaim knows: declared ones and those it found.
+func statusCaches(w io.Writer, st *api.Status, now time.Time) {
+	if len(st.Caches) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nCACHES (reclaim ladder order)")
+	for _, c := range st.Caches {
+		sz := "size not measured yet"
+		if c.SizedAt != nil {
+			at := ""
+			if c.Partial {
+				at = "at least "
 			}
-			errno := ""
-			if m.Errno != "" {
-				errno = " " + m.Errno
-			}
-			fmt.Fprintf(w, "  %-12s %s %s%s%s since %s, %d remounts\n", m.Name, m.Path, strings.ToUpper(m.State), errno,
-				req, m.Since.Format(time.RFC3339), m.RemountsTotal)
+			sz = fmt.Sprintf("%s%s in %s files, measured %s", at, size(c.EstimatedBytes), count(c.EstimatedFiles), ago(*c.SizedAt, now))
+		}
+		origin := "found"
+		if c.Declared {
+			origin = "declared"
+		}
+		fmt.Fprintf(w, "  %-14s %-8s %s\n", c.Name, c.Kind, c.Path)
+		fmt.Fprintf(w, "  %-14s %-8s %s; %s, ladder %s\n", "", "", sz, origin, c.Ladder)
+		if c.Problem != "" {
+			fmt.Fprintf(w, "  %-14s %-8s PROBLEM: %s\n", "", "", c.Problem)
 		}
 	}
+}
+
+func statusMounts(w io.Writer, st *api.Status, now time.Time) {
+	if len(st.Mounts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nMOUNTS")
+	for _, m := range st.Mounts {
+		req := ""
+		if m.Required {
+			req = " (required)"
+		}
+		errno := ""
+		if m.Errno != "" {
+			errno = " " + m.Errno
+		}
+		cred := ""
+		if m.CredentialExpiresAt != nil {
+			cred = ", credential expires " + ago(*m.CredentialExpiresAt, now)
+		}
+		fmt.Fprintf(w, "  %-12s %s %s%s%s since %s, %s remounts%s\n", m.Name, m.Path, strings.ToUpper(m.State), errno,
+			req, ago(m.Since, now), count(m.RemountsTotal), cred)
+	}
+}
+
+func statusConditions(w io.Writer, st *api.Status, now time.Time) {
 	fmt.Fprintln(w, "\nCONDITIONS")
 	active := 0
 	for _, c := range st.Conditions {
@@ -119,13 +194,18 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 		active++
 		fmt.Fprintf(w, "  %-8s %s(%s) since %s: %s\n", strings.ToUpper(c.Severity), c.Type, c.Subject,
-			c.Since.Format(time.RFC3339), c.Message)
+			ago(c.Since, now), c.Message)
 	}
 	if active == 0 {
 		fmt.Fprintln(w, "  none active")
 	}
-	if st.Reclaim != nil {
-		fmt.Fprintf(w, "\nLAST RECLAIM  %s (%s) at %s: freed %s, %d files\n", st.Reclaim.Verdict, st.Reclaim.Trigger,
-			st.Reclaim.FinishedAt.Format(time.RFC3339), api.FormatSize(uint64(max(st.Reclaim.FreedBytes, 0))), st.Reclaim.FreedFiles)
+}
+
+func statusLastReclaim(w io.Writer, st *api.Status, now time.Time) {
+	if st.Reclaim == nil {
+		return
 	}
+	r := st.Reclaim
+	fmt.Fprintf(w, "\nLAST RECLAIM  %s (%s) %s: freed %s, %s files\n", r.Verdict, r.Trigger,
+		ago(r.FinishedAt, now), size(r.FreedBytes), count(r.FreedFiles))
 }
