@@ -13,9 +13,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,7 +100,10 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 
 func (c *Client) unreachable(err error) error {
 	reason := err.Error()
+	sock := c.Socket()
 	switch {
+	case notASocket(sock) != "":
+		reason = notASocket(sock)
 	case errors.Is(err, syscall.ENOENT):
 		reason = "no socket (is the daemon running?)"
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -113,7 +118,21 @@ func (c *Client) unreachable(err error) error {
 			reason = "timed out"
 		}
 	}
-	return &UnreachableError{Socket: c.Socket(), Reason: reason, Err: err}
+	if c.SocketPath == "" && os.Getenv(api.SocketEnv) != "" {
+		reason += " (the path is $" + api.SocketEnv + ")"
+	}
+	return &UnreachableError{Socket: sock, Reason: reason, Err: err}
+}
+
+// failed classifies a failed exchange: a deadline that passed after the connection was
+// made is a TimeoutError, anything else says why the daemon could not be reached.
+func (c *Client) failed(err error, connected bool, limit time.Duration) error {
+	var ne net.Error
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	if connected && timedOut {
+		return &TimeoutError{Socket: c.Socket(), Limit: limit, Err: err}
+	}
+	return c.unreachable(err)
 }
 
 // Do sends a request to path with an optional JSON body and decodes a 2xx answer into
@@ -125,15 +144,22 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any, cal
 // do is Do; with acceptUnavailable a 503 whose body is not a problem document is decoded
 // into out like a 2xx (GET /v1/health answers 503 with its normal body when critical).
 func (c *Client) do(ctx context.Context, method, path string, body, out any, callDeadline time.Duration, acceptUnavailable bool) error {
-	timeout := c.Timeout
+	timeout, limit := c.Timeout, time.Duration(0)
 	if timeout == 0 {
 		timeout = 30 * time.Second
 		if callDeadline > 0 {
 			timeout = callDeadline + time.Second
 		}
 	}
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		limit = timeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// A limit that passes after the daemon accepted the connection is the caller's own
+	// timeout, not an unreachable daemon: connected tells the two apart.
+	var connected atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -152,12 +178,12 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, cal
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return c.unreachable(err)
+		return c.failed(err, connected.Load(), limit)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return c.unreachable(err)
+		return c.failed(err, true, limit)
 	}
 	isProblem := resp.Header.Get("Content-Type") == api.ProblemContentType
 	if acceptUnavailable && resp.StatusCode == http.StatusServiceUnavailable && !isProblem {

@@ -27,25 +27,38 @@ func checkCommand() *command {
 }
 
 func runCheck(ctx context.Context, inv *invocation) int {
-	stdout := inv.stdout
 	st, err := inv.client().Status(ctx)
 	if err != nil {
+		// No answer is UNKNOWN (3), whatever the reason; the line still says why and
+		// carries the client's own measurement of /.
+		reason := err.Error()
 		var ue *client.UnreachableError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stdout, "SANDBOXD UNKNOWN - %v; %s\n", ue, diskLine(ownMeasurement("/")))
+		var te *client.TimeoutError
+		switch {
+		case errors.As(err, &ue):
+			reason = ue.Error()
+		case errors.As(err, &te):
+			reason = te.Error()
+		}
+		disk := ownMeasurement("/")
+		line := fmt.Sprintf("SANDBOXD UNKNOWN - %s; %s", reason, diskLine(disk))
+		if inv.g.json {
+			printJSON(inv.stdout, map[string]any{"status": nagiosUnknown, "state": "UNKNOWN", "line": line, "error": reason, "disk": disk})
 		} else {
-			fmt.Fprintf(stdout, "SANDBOXD UNKNOWN - %v\n", err)
+			fmt.Fprintln(inv.stdout, line)
 		}
 		return nagiosUnknown
 	}
 	line, code := checkLine(st)
 	if inv.g.json {
-		printJSON(stdout, map[string]any{"status": code, "line": line})
+		printJSON(inv.stdout, map[string]any{"status": code, "state": nagiosState[code], "line": line})
 		return code
 	}
-	fmt.Fprintln(stdout, line)
+	fmt.Fprintln(inv.stdout, line)
 	return code
 }
+
+var nagiosState = map[int]string{nagiosOK: "OK", nagiosWarning: "WARNING", nagiosCritical: "CRITICAL", nagiosUnknown: "UNKNOWN"}
 
 func checkLine(st *api.Status) (string, int) {
 	code, word := nagiosOK, "OK"

@@ -25,8 +25,9 @@ func printJSON(w io.Writer, v any) {
 }
 
 // failure prints a client error and returns its exit status: the problem's code status
-// for a refusal, 69 with the client's own measurement of the disk when the daemon cannot
-// be reached (so a launcher's failure always says how full the disk is).
+// for a refusal; 69 ("no verdict") with the client's own measurement of the disk when the
+// daemon cannot be reached or gave no answer within --timeout, so a launcher's failure
+// always says how full the disk is.
 func failure(err error, inv *invocation, path string) int {
 	stdout, stderr := inv.stdout, inv.stderr
 	var pe *client.ProblemError
@@ -34,20 +35,39 @@ func failure(err error, inv *invocation, path string) int {
 		if inv.g.json {
 			printJSON(stdout, pe.Problem)
 		}
-		fmt.Fprintf(stderr, "sandboxd: %s: %s\n", pe.Problem.Code, pe.Problem.Detail)
+		fmt.Fprintf(stderr, "%s: %s: %s\n", inv.name, pe.Problem.Code, pe.Problem.Detail)
 		return pe.Problem.Code.ExitCode()
 	}
 	var ue *client.UnreachableError
-	if errors.As(err, &ue) {
+	var te *client.TimeoutError
+	switch {
+	case errors.As(err, &ue):
 		disk := ownMeasurement(path)
 		if inv.g.json {
 			printJSON(stdout, map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason, "disk": disk})
 		}
-		fmt.Fprintf(stderr, "sandboxd: %v; no verdict\n", ue)
-		fmt.Fprintf(stderr, "sandboxd: measured by the client: %s\n", diskLine(disk))
+		fmt.Fprintf(stderr, "%s: %v; no verdict\n", inv.name, ue)
+		fmt.Fprintf(stderr, "%s: measured by the client: %s\n", inv.name, diskLine(disk))
+		return exitUnreachable
+	case errors.As(err, &te):
+		disk := ownMeasurement(path)
+		limit := "--timeout " + api.FormatDuration(te.Limit)
+		if inv.g.set&gTimeout == 0 {
+			limit = "the default timeout of " + api.FormatDuration(te.Limit) + " (the call's deadline + 1s; raise it with --timeout)"
+		}
+		if inv.g.json {
+			printJSON(stdout, map[string]any{"error": "timeout", "socket": te.Socket, "timeout_seconds": te.Limit.Seconds(),
+				"reason": "no answer within " + limit, "disk": disk})
+		}
+		fmt.Fprintf(stderr, "%s: no answer from sandboxd at %s within %s; the daemon took the connection and may still complete the call; no verdict\n",
+			inv.name, te.Socket, limit)
+		fmt.Fprintf(stderr, "%s: measured by the client: %s\n", inv.name, diskLine(disk))
 		return exitUnreachable
 	}
-	fmt.Fprintf(stderr, "sandboxd: %v\n", err)
+	if inv.g.json {
+		printJSON(stdout, map[string]any{"error": "internal", "reason": err.Error()})
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", inv.name, err)
 	return exitSoftware
 }
 
@@ -74,10 +94,9 @@ func diskLine(v any) string {
 		b, _ := json.Marshal(v)
 		return string(b)
 	}
-	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", fs.Path, api.FormatSize(fs.AvailBytes),
-		api.FormatSize(fs.SizeBytes), fs.UsedRatio*100)
+	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", fs.Path, size(fs.AvailBytes), size(fs.SizeBytes), fs.UsedRatio*100)
 	if fs.Files > 0 {
-		s += fmt.Sprintf(", %d of %d inodes free", fs.FilesFree, fs.Files)
+		s += fmt.Sprintf(", %s of %s inodes free", count(fs.FilesFree), count(fs.Files))
 	}
 	return s
 }
