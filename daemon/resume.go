@@ -44,6 +44,16 @@ func (d *Daemon) handleReclaim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A dry run changes nothing and is open to readers of the Unix socket (the loopback
+	// TCP listener serves no POST at all); a real reclaim is for writers.
+	if p := peerFrom(r.Context()); !req.DryRun || p.TCP {
+		if prob := d.authorize(r); prob != nil {
+			return prob
+		}
+	}
+	if !req.DryRun {
+		defer d.statusCache.invalidate()
+	}
 	deadline := 60 * time.Second
 	if req.Deadline != nil {
 		deadline = req.Deadline.D()

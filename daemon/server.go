@@ -30,7 +30,9 @@ func (d *Daemon) routes() []route {
 		{api.RouteConfig, d.handleConfig, false},
 		{api.RouteLaunch, d.handleLaunch, true},
 		{api.RouteResume, d.handleResume, true},
-		{api.RouteReclaim, d.handleReclaim, true},
+		// Reclaim authorizes in its handler: a dry run changes nothing, so any peer on
+		// the Unix socket may ask for the plan; a real one is for writers.
+		{api.RouteReclaim, d.handleReclaim, false},
 	}
 }
 
@@ -54,16 +56,10 @@ func (d *Daemon) Handler() http.Handler {
 		methods[path] = append(methods[path], method)
 		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 			if rt.mutating {
-				p := peerFrom(r.Context())
-				if ok, why := d.writers().allowed(p, d.selfUID); !ok {
-					d.events.Record(api.Event{Kind: api.EventRefusal, Subject: r.URL.Path,
-						Message: "refused a mutating call: " + why,
-						Fields:  map[string]any{"uid": p.UID, "pid": p.PID, "tcp": p.TCP}})
-					writeProblem(w, api.NewProblem(api.CodeForbidden, "%s %s: %s", r.Method, r.URL.Path, why))
+				if err := d.authorize(r); err != nil {
+					writeProblem(w, err)
 					return
 				}
-			}
-			if rt.mutating {
 				defer d.statusCache.invalidate() // what the call changed shows at once
 			}
 			if err := rt.handler(w, r); err != nil {
@@ -88,6 +84,20 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		writeProblem(w, api.NewProblem(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// authorize lets a mutating call through for root, the daemon's uid and the writers, and
+// refuses anyone else with 403, logged and recorded with the peer's uid and pid.
+func (d *Daemon) authorize(r *http.Request) *api.Problem {
+	p := peerFrom(r.Context())
+	ok, why := d.writers().allowed(p, d.selfUID)
+	if ok {
+		return nil
+	}
+	d.events.Record(api.Event{Kind: api.EventRefusal, Subject: r.URL.Path,
+		Message: "refused a mutating call: " + why,
+		Fields:  map[string]any{"uid": p.UID, "pid": p.PID, "tcp": p.TCP}})
+	return api.NewProblem(api.CodeForbidden, "%s %s: %s", r.Method, r.URL.Path, why)
 }
 
 func contains(ss []string, s string) bool {

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -87,30 +89,10 @@ func TestPeerAuthorization(t *testing.T) {
 	td.d.writersV = Writers{GIDs: []uint32{4242}}
 	td.d.cfgMu.Unlock()
 
-	// The test binary lives in a 0700 build dir: copy it where another uid can run it.
-	helper := filepath.Join(td.dir, "helper.test")
-	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(helper, b, 0o755) != nil {
-		t.Fatalf("copy test binary: %v", err)
-	}
 	run := func(uid, gid uint32, groups []uint32, method, path string) int {
 		t.Helper()
-		cmd := exec.Command(helper, "-test.run=^TestHelperRequest$")
-		cmd.Dir = td.dir
-		cmd.Env = append(os.Environ(), "SANDBOXD_HELPER_REQUEST="+method+" "+path, "SANDBOXD_HELPER_SOCKET="+td.sock)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("helper as uid %d: %v\n%s", uid, err, out)
-		}
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			if s, ok := strings.CutPrefix(sc.Text(), "STATUS "); ok {
-				n, _ := strconv.Atoi(s)
-				return n
-			}
-		}
-		t.Fatalf("helper printed no status:\n%s", out)
-		return 0
+		status, _ := requestAs(t, td, uid, gid, groups, method, path, "{}")
+		return status
 	}
 	if got := run(65534, 65534, nil, "POST", "/v1/reclaim"); got != 403 {
 		t.Errorf("stranger POST /v1/reclaim: %d, want 403", got)
@@ -133,7 +115,44 @@ func TestPeerAuthorization(t *testing.T) {
 	}
 }
 
-// TestHelperRequest is the child side of TestPeerAuthorization.
+// requestAs makes one request to td's socket from a child process running as uid, gid and
+// groups (the peer credentials the daemon sees), and returns the status and the body.
+func requestAs(t *testing.T, td *testDaemon, uid, gid uint32, groups []uint32, method, path, body string) (int, string) {
+	t.Helper()
+	// The test binary lives in a 0700 build dir: copy it where another uid can run it.
+	helper := filepath.Join(td.dir, "helper.test")
+	if _, err := os.Stat(helper); err != nil {
+		if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(helper, b, 0o755) != nil {
+			t.Fatalf("copy test binary: %v", err)
+		}
+	}
+	cmd := exec.Command(helper, "-test.run=^TestHelperRequest$")
+	cmd.Dir = td.dir
+	cmd.Env = append(os.Environ(), "SANDBOXD_HELPER_REQUEST="+method+" "+path, "SANDBOXD_HELPER_SOCKET="+td.sock,
+		"SANDBOXD_HELPER_BODY="+body)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper as uid %d: %v\n%s", uid, err, out)
+	}
+	status, answer := 0, ""
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "STATUS "); ok {
+			status, _ = strconv.Atoi(s)
+		}
+		if s, ok := strings.CutPrefix(sc.Text(), "BODY "); ok {
+			answer = s
+		}
+	}
+	if status == 0 {
+		t.Fatalf("helper printed no status:\n%s", out)
+	}
+	return status, answer
+}
+
+// TestHelperRequest is the child side of requestAs.
 func TestHelperRequest(t *testing.T) {
 	spec := os.Getenv("SANDBOXD_HELPER_REQUEST")
 	if spec == "" {
@@ -144,12 +163,17 @@ func TestHelperRequest(t *testing.T) {
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return net.Dial("unix", sock)
 	}}}
-	req, _ := http.NewRequest(method, "http://sandboxd"+path, strings.NewReader("{}"))
+	body := os.Getenv("SANDBOXD_HELPER_BODY")
+	if body == "" {
+		body = "{}"
+	}
+	req, _ := http.NewRequest(method, "http://sandboxd"+path, strings.NewReader(body))
 	resp, err := c.Do(req)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)
 	}
+	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	fmt.Printf("STATUS %d\n", resp.StatusCode)
+	fmt.Printf("STATUS %d\nBODY %s\n", resp.StatusCode, bytes.ReplaceAll(answer, []byte("\n"), nil))
 }
