@@ -73,6 +73,10 @@ type unixListener struct {
 	path string
 }
 
+// Addr is the socket's final path, not the temporary name it was bound under (which a
+// log line or a client would otherwise be told, and which no longer exists).
+func (l *unixListener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
+
 func (l *unixListener) Close() error {
 	err := l.UnixListener.Close()
 	os.Remove(l.path)
