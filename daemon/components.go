@@ -148,6 +148,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites 
 		Reserves: reserves, Filesystems: fsPaths,
 		Measure: pw.Measure, OwnWrite: pw.OwnWrite, ReserveInterval: cfg.Health.SampleInterval,
 		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, sites, dry) },
+		SiteUsage:   func() (int64, int64) { return siteUsage(sites) },
 		MarkReplace: pw.MarkReplace,
 		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
 		Events: d.events.Record, Logger: d.logger.With("component", "reclaim"),

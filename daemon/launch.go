@@ -165,6 +165,13 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	if !need.short(fs) && !belowReclaim(fs) {
 		return fs, notes, nil
 	}
+	if need.short(fs) {
+		// A need no reclaim can meet is refused at once: running the ladder for it only
+		// deleted caches an offline sandbox cannot download again (issue 10).
+		if ok, why := c.reclaim.Meetable(ctx, fs, need.bytes, need.inodes); !ok {
+			return fs, append(notes, why), nil
+		}
+	}
 	run, rerr := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: reclaim.TriggerLaunch, NeedBytes: int64(need.bytes),
 		NeedInodes: need.inodes, Filesystems: []string{fs.Path}})
 	switch {

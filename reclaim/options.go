@@ -69,6 +69,9 @@ type Options struct {
 	Measure func(ctx context.Context, path string) (api.Filesystem, error)
 	// PruneSites is ladder rung 1 (expired site entries), provided by the daemon.
 	PruneSites func(ctx context.Context, dryRun bool) []api.Action
+	// SiteUsage is the bytes and files all sites hold (an upper bound of rung 1, for
+	// Meetable); nil counts none.
+	SiteUsage func() (bytes, files int64)
 	// MarkReplace raises ReplaceRecommended for a filesystem.
 	MarkReplace func(fsPath, reason string)
 	State       *state.Store
