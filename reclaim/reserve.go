@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +96,7 @@ func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 		return a, true
 	}
 	freed := allocated(rs.cfg.Path)
-	if err := os.Remove(rs.cfg.Path); err != nil {
+	if err := removeReserve(rs.cfg.Path); err != nil {
 		a.Status, a.Error = api.ActionFailed, err.Error()
 		r.emit(api.EventReserve, fs, fmt.Sprintf("releasing reserve %s failed: %v", rs.cfg.Path, err), map[string]any{"path": rs.cfg.Path})
 		return a, true
@@ -155,17 +154,24 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 }
 
 // createReserve writes a fully allocated file: fallocate mode 0 (never sparse: a sparse
-// reserve frees nothing when released), checked with st_blocks, renamed into place.
+// reserve frees nothing when released), checked with st_blocks, renamed into place. The
+// directory is reached by safefs's walk and every step works beneath its fd, so a parent
+// swapped for a link cannot send the rename over a file elsewhere.
 func createReserve(path string, size int64) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	dir, base, err := safefs.OpenParent(path)
+	if err != nil {
+		return fmt.Errorf("create reserve %s: %w", path, err)
+	}
+	defer dir.Close()
+	tmp := "." + base + ".tmp"
+	dir.RemoveFile(tmp)
+	f, err := dir.CreateFile(tmp, 0o600)
 	if err != nil {
 		return fmt.Errorf("create reserve %s: %w", path, err)
 	}
 	fail := func(err error) error {
 		f.Close()
-		os.Remove(tmp)
+		dir.RemoveFile(tmp)
 		return fmt.Errorf("create reserve %s: %w", path, err)
 	}
 	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
@@ -182,14 +188,26 @@ func createReserve(path string, size int64) error {
 		return fail(errors.New("file is sparse after fallocate"))
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		dir.RemoveFile(tmp)
 		return fmt.Errorf("create reserve %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := dir.ReplaceFile(tmp, base); err != nil {
+		dir.RemoveFile(tmp)
 		return fmt.Errorf("create reserve %s: %w", path, err)
 	}
 	return nil
+}
+
+// removeReserve unlinks the reserve file at path beneath its directory's safely walked
+// fd: a regular file only, never through a link in any component.
+func removeReserve(path string) error {
+	dir, base, err := safefs.OpenParent(path)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	_, err = dir.RemoveFile(base)
+	return err
 }
 
 // Shutdown releases the reserve of every filesystem under replace_below, so a box stopped
@@ -259,7 +277,7 @@ func (r *Reclaimer) Orphan(prev *Reclaimer) {
 }
 
 // dropOrphans removes the orphaned reserve files: regular files only, never through a
-// symlink at the final name (unlink does not follow it).
+// symlink in any component (removeReserve).
 func (r *Reclaimer) dropOrphans() {
 	r.mu.Lock()
 	paths := r.orphans
@@ -273,7 +291,7 @@ func (r *Reclaimer) dropOrphans() {
 		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
-		if err := os.Remove(p); err != nil {
+		if err := removeReserve(p); err != nil {
 			r.emit(api.EventReserve, p, fmt.Sprintf("removing reserve %s of a filesystem no longer configured failed: %v", p, err), map[string]any{"path": p})
 			continue
 		}

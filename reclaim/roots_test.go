@@ -144,3 +144,45 @@ func TestCacheRootsRefusedByIdentity(t *testing.T) {
 		}
 	}
 }
+
+// The reserve file's directory swapped for a link to a directory holding another file
+// named "reserve": releasing it unlinks nothing there, and arming it writes nothing there.
+func TestReserveNeverReachedThroughASwappedParent(t *testing.T) {
+	e := newEnv(t, 64*mib, 0)
+	e.reclaimBelow, e.replaceBelow = 4*mib, 2*mib
+	dir := filepath.Join(e.root, "state")
+	mustMkdir(t, dir)
+	resPath := filepath.Join(dir, "reserve")
+	o := e.options()
+	o.Reserves = []ReserveConfig{{Filesystem: e.root, Path: resPath, Bytes: 4 * mib}}
+	r := e.newReclaimer(o)
+	r.reserveTick(context.Background())
+	if !exists(resPath) {
+		t.Fatal("reserve not created")
+	}
+	victim := filepath.Join(e.root, "victim")
+	writeFile(t, filepath.Join(victim, "reserve"), mib, time.Hour)
+	before := hashTree(t, victim)
+	if err := unix.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Symlink(victim, dir); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := r.Reclaim(context.Background(), Request{Trigger: TriggerManual, ReleaseReserve: true})
+	sameTree(t, before, hashTree(t, victim))
+	var failed bool
+	for _, a := range run.Actions {
+		failed = failed || a.Kind == api.ActionReleaseReserve && a.Status == api.ActionFailed && strings.Contains(a.Error, "is a symlink")
+	}
+	if !failed {
+		t.Errorf("release through the link: %+v, want a failed action naming the link", run.Actions)
+	}
+	if err := createReserve(resPath, mib); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+		t.Errorf("createReserve through the link = %v", err)
+	}
+	sameTree(t, before, hashTree(t, victim))
+	if exists(filepath.Join(victim, ".reserve.tmp")) {
+		t.Error("a temp file was written through the link")
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
 // Store keeps named JSON documents in a directory, with an in-memory copy of each that
@@ -45,6 +48,12 @@ func Open(dir string) *Store {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		s.lastErr = fmt.Errorf("create state dir %s: %w", dir, err)
+		return s
+	}
+	if r, err := safefs.OpenRoot(dir); err != nil {
+		s.lastErr = fmt.Errorf("state dir: %w", err)
+	} else {
+		r.Close()
 	}
 	return s
 }
@@ -76,7 +85,7 @@ func (s *Store) Load(name string, v any) error {
 	b, ok := s.mem[name]
 	s.mu.Unlock()
 	if !ok && s.dir != "" {
-		data, err := os.ReadFile(filepath.Join(s.dir, name))
+		data, err := s.read(name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return nil
@@ -118,25 +127,41 @@ func (s *Store) Save(name string, v any) error {
 	return werr
 }
 
+// read reads a document beneath the state dir's safely walked fd (safefs): a parent
+// swapped for a symlink is refused, not followed.
+func (s *Store) read(name string) ([]byte, error) {
+	r, err := safefs.OpenRoot(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.ReadFile(name)
+}
+
+var tmpSeq atomic.Uint64
+
+// write replaces the document name atomically, every step beneath the state dir's fd as
+// safefs walked it from "/": the temp file is created with O_EXCL|O_NOFOLLOW and renamed
+// within that directory, so a swapped parent cannot redirect the write or the rename.
 func (s *Store) write(name string, b []byte) error {
 	if s.dir == "" {
 		return errors.New("no state directory configured")
 	}
-	s.mu.Lock()
-	onWrite := s.onWrite
-	s.mu.Unlock()
-	if onWrite != nil {
-		onWrite(filepath.Join(s.dir, name), int64(len(b)+4095)/4096*4096)
-	}
-	f, err := os.CreateTemp(s.dir, ".tmp-"+name+"-")
+	path := filepath.Join(s.dir, name)
+	r, err := safefs.OpenRoot(s.dir)
 	if err != nil {
-		return fmt.Errorf("write state %s: %w", filepath.Join(s.dir, name), err)
+		return fmt.Errorf("write state %s: %w", path, err)
 	}
-	tmp := f.Name()
+	defer r.Close()
+	tmp := fmt.Sprintf(".tmp-%s-%d-%d", name, os.Getpid(), tmpSeq.Add(1))
+	f, err := r.CreateFile(tmp, 0o600)
+	if err != nil {
+		return fmt.Errorf("write state %s: %w", path, err)
+	}
 	fail := func(step string, err error) error {
 		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write state %s: %s: %w", filepath.Join(s.dir, name), step, err)
+		r.RemoveFile(tmp)
+		return fmt.Errorf("write state %s: %s: %w", path, step, err)
 	}
 	if _, err := f.Write(b); err != nil {
 		return fail("write", err)
@@ -145,16 +170,13 @@ func (s *Store) write(name string, b []byte) error {
 		return fail("fsync", err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write state %s: close: %w", filepath.Join(s.dir, name), err)
+		r.RemoveFile(tmp)
+		return fmt.Errorf("write state %s: close: %w", path, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write state %s: rename: %w", filepath.Join(s.dir, name), err)
+	if err := r.ReplaceFile(tmp, name); err != nil {
+		r.RemoveFile(tmp)
+		return fmt.Errorf("write state %s: %w", path, err)
 	}
-	if d, err := os.Open(s.dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	r.Sync()
 	return nil
 }
