@@ -10,8 +10,9 @@ COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Debian packages the tests drive: promtool (prometheus), fusermount3 (fuse3), chattr
 # (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace,
-# node_exporter scraping the textfile (prometheus-node-exporter).
-DEB_DEPS := prometheus prometheus-node-exporter fuse3 e2fsprogs util-linux procps systemd dbus curl
+# node_exporter scraping the textfile (prometheus-node-exporter); `make deb` and its
+# tests: dh_* and deb-systemd-helper (debhelper), lintian, gcc (a cgo PIE).
+DEB_DEPS := prometheus prometheus-node-exporter debhelper lintian gcc fuse3 e2fsprogs util-linux procps systemd dbus curl
 
 .PHONY: all build run test bench lint fuzz deps clean status docs deb
 
@@ -59,6 +60,6 @@ clean:
 docs:
 	@awk '/^```toml$$/{print; system("cat internal/config/default.toml"); skip=1; next} skip && /^```$$/{skip=0} !skip' docs/config.md > docs/config.md.new && mv docs/config.md.new docs/config.md
 
-# A Debian package of the built binary, units, default config (a conffile) and alert rules.
-deb: build
+# A lintian-clean Debian package (packaging/debian/build.sh says how) in bin/.
+deb:
 	bash packaging/debian/build.sh
