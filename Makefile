@@ -11,8 +11,9 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Debian packages the tests drive: promtool (prometheus), fusermount3 (fuse3), chattr
 # (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace,
 # node_exporter scraping the textfile (prometheus-node-exporter); `make deb` and its
-# tests: dh_* and deb-systemd-helper (debhelper), lintian, gcc (a cgo PIE).
-DEB_DEPS := prometheus prometheus-node-exporter debhelper lintian gcc fuse3 e2fsprogs util-linux procps systemd dbus curl
+# tests: dh_* and deb-systemd-helper (debhelper), lintian, gcc (a cgo PIE); python3 for
+# the README's JSON examples.
+DEB_DEPS := prometheus prometheus-node-exporter debhelper lintian gcc fuse3 e2fsprogs util-linux procps systemd dbus curl python3
 
 .PHONY: all build run test bench lint fuzz deps clean status docs deb
 
@@ -21,10 +22,12 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandboxd
 
+# ARGS are extra flags for serve: make run ARGS='--mode observe'
 run: build
 	@mkdir -p $(RUN_DIR)
-	@echo "sandboxd: socket $(RUN_DIR)/sandboxd.sock — in another shell: SANDBOXD_SOCKET=$(RUN_DIR)/sandboxd.sock $(BIN) status"
-	$(BIN) serve --socket $(RUN_DIR)/sandboxd.sock --state-dir $(RUN_DIR)/state
+	@echo "sandboxd: socket $(RUN_DIR)/sandboxd.sock — in another shell:"
+	@echo "  export PATH=$(CURDIR)/bin:\$$PATH SANDBOXD_SOCKET=$(RUN_DIR)/sandboxd.sock; sandboxd status"
+	$(BIN) serve --socket $(RUN_DIR)/sandboxd.sock --state-dir $(RUN_DIR)/state $(ARGS)
 
 status: build
 	SANDBOXD_SOCKET=$(RUN_DIR)/sandboxd.sock $(BIN) status

@@ -50,6 +50,7 @@ func readmeCommands(t *testing.T) (cmds []string, exits []int) {
 // daemon on a tmpfs, and checks each exits as the README says and prints something.
 func TestReadmeWalkthrough(t *testing.T) {
 	testenv.RequireCommand(t, "curl")
+	testenv.RequireCommand(t, "python3")
 	mnt := testenv.Tmpfs(t, 64<<20, 0)
 	os.Mkdir(filepath.Join(mnt, "aura-bg"), 0o755)
 	dir := t.TempDir()
@@ -81,6 +82,39 @@ reserve = "0"
 		}
 		if code == 0 && len(strings.TrimSpace(string(out))) == 0 {
 			t.Errorf("README command %q printed nothing", c)
+		}
+	}
+}
+
+// TestMakeRunPassesArgs: `make run ARGS='--mode observe'` (as the README says) hands the
+// extra flags to serve, and the hint it prints puts bin/ on PATH for the walkthrough.
+func TestMakeRunPassesArgs(t *testing.T) {
+	testenv.RequireCommand(t, "make")
+	cmd := exec.Command("make", "-n", "run", "ARGS=--mode observe")
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n run: %v\n%s", err, out)
+	}
+	serve := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, " serve ") {
+			serve = l
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(serve), "--mode observe") {
+		t.Errorf("make run does not pass ARGS to serve:\n%s", out)
+	}
+	if !strings.Contains(string(out), "export PATH=") {
+		t.Errorf("make run's hint does not put bin/ on PATH:\n%s", out)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"export PATH=$PWD/bin:$PATH", "make run ARGS='--mode observe'"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks %q", want)
 		}
 	}
 }
