@@ -16,7 +16,7 @@ import (
 func deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) *api.Problem {
 	parts := []string{}
 	if fs.Path != "" && !fs.SampledAt.IsZero() {
-		parts = append(parts, fsFingerprint(fs)+" (last sample)")
+		parts = append(parts, fs.Fingerprint()+" (last sample)")
 	}
 	parts = append(parts, notes...)
 	parts = append(parts, fmt.Sprintf("the call's deadline (%s) passed before statfs answered: retry with a longer deadline", deadline))

@@ -162,7 +162,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	if err != nil {
 		return fs, notes, api.NewProblem(api.CodeInternal, "statfs %s: %v", path, err)
 	}
-	if !need.short(fs) && !belowReclaim(fs) {
+	if !need.short(fs) && !fs.BelowReclaim() {
 		return fs, notes, nil
 	}
 	if need.short(fs) {
@@ -209,25 +209,17 @@ func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mo
 	if len(fails) > 0 {
 		return nil, mergeProblems(fails, resp.Filesystem, resp.Mounts)
 	}
-	if belowReplace(fs) {
+	if fs.BelowReplace() {
 		a := "replace"
 		resp.Advice = &a
 		notes = append(notes, replaceNote(fs))
 	}
-	resp.Detail = fsFingerprint(fs) + "; " + strings.Join(notes, "; ")
+	resp.Detail = fs.Fingerprint() + "; " + strings.Join(notes, "; ")
 	return resp, nil
 }
 
 func short(fs api.Filesystem, needBytes, needInodes uint64) bool {
 	return fs.AvailBytes < needBytes || (fs.Files > 0 && fs.FilesFree < needInodes)
-}
-
-func belowReclaim(fs api.Filesystem) bool {
-	return fs.AvailBytes < fs.ReclaimThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReclaimThresholdFiles)
-}
-
-func belowReplace(fs api.Filesystem) bool {
-	return fs.AvailBytes < fs.ReplaceThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReplaceThresholdFiles)
 }
 
 func replaceNote(fs api.Filesystem) string {
@@ -251,20 +243,20 @@ func spaceProblem(fs api.Filesystem, needBytes, needInodes uint64, notes []strin
 	if fs.Files > 0 && fs.FilesFree < needInodes {
 		what = append(what, fmt.Sprintf("the call needs %d free inodes", needInodes))
 	}
-	if belowReplace(fs) {
+	if fs.BelowReplace() {
 		code = api.CodeReplaceSandbox
 		what = append(what, replaceNote(fs))
 	} else if fs.AvailBytes < fs.ReclaimThresholdBytes {
 		what = append(what, fmt.Sprintf("below filesystem.reclaim_below %s", api.FormatSize(fs.ReclaimThresholdBytes)))
 	}
-	parts := append([]string{fsFingerprint(fs)}, notes...)
+	parts := append([]string{fs.Fingerprint()}, notes...)
 	parts = append(parts, what...)
 	p := api.NewProblem(code, "%s", strings.Join(parts, "; "))
 	return p
 }
 
 func (d *Daemon) busyProblem(fs api.Filesystem, notes []string) *api.Problem {
-	parts := append([]string{fsFingerprint(fs)}, notes...)
+	parts := append([]string{fs.Fingerprint()}, notes...)
 	parts = append(parts, "the call's deadline passed while another reclaim held the lock")
 	p := api.NewProblem(api.CodeBusy, "%s", strings.Join(parts, "; "))
 	p.RetryAfterSeconds = 2

@@ -3,7 +3,6 @@ package pressure
 import (
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"time"
 
@@ -73,25 +72,6 @@ func figures(sf *unix.Statfs_t) api.Filesystem {
 		Files:      sf.Files,
 		FilesFree:  sf.Ffree,
 	}
-	fig.UsedRatio = usedRatio(fig.SizeBytes, fig.FreeBytes, fig.AvailBytes)
+	fig.UsedRatio = api.UsedRatioOf(fig.SizeBytes, fig.FreeBytes, fig.AvailBytes)
 	return fig
-}
-
-// usedRatio is df's "Use%": used / (used + avail), with used = size - free, so the root
-// reservation counts as unavailable, as a non-root writer sees it. It is 0 for a zero-size
-// filesystem and always finite, in [0, 1].
-func usedRatio(size, free, avail uint64) float64 {
-	used := uint64(0)
-	if size > free {
-		used = size - free
-	}
-	den := float64(used) + float64(avail)
-	if den <= 0 {
-		return 0
-	}
-	r := float64(used) / den
-	if math.IsNaN(r) || r < 0 {
-		return 0
-	}
-	return min(r, 1)
 }

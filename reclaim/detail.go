@@ -2,7 +2,6 @@ package reclaim
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
@@ -13,7 +12,7 @@ import (
 // size, percent used and free inodes; what was reclaimed and how much it freed; and the
 // threshold involved with its value and config key.
 func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
-	parts := []string{describeFS(f.cur)}
+	parts := []string{f.cur.Fingerprint()}
 	if len(run.Actions) > 0 || run.Verdict != api.VerdictHealthy {
 		parts = append(parts, describeFreed(run))
 	}
@@ -46,34 +45,6 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 		parts = append(parts, "dry run: nothing was changed")
 	}
 	return strings.Join(parts, "; ")
-}
-
-// describeFS is "/ has 0 B free of 11.0 GiB (100% used) and 12 of 720,896 inodes free".
-func describeFS(m api.Filesystem) string {
-	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", m.Path, api.FormatSize(m.AvailBytes), api.FormatSize(m.SizeBytes), 100*usedRatio(m))
-	if m.Files > 0 {
-		s += fmt.Sprintf(" and %s of %s inodes free", api.FormatCount(m.FilesFree), api.FormatCount(m.Files))
-	} else {
-		s += " (no inode limit)"
-	}
-	return s
-}
-
-// usedRatio is the filesystem object's used_ratio, df's "Use%": used/(used+avail), where
-// used = size-free. 1-avail/size counts root's reserved blocks as used and said 69% on a
-// disk df showed at 15%. A figure without used_ratio set gets it from the same fields.
-func usedRatio(m api.Filesystem) float64 {
-	r := m.UsedRatio
-	if r == 0 && m.SizeBytes > 0 {
-		used := float64(m.SizeBytes - min(m.FreeBytes, m.SizeBytes))
-		if used+float64(m.AvailBytes) > 0 {
-			r = used / (used + float64(m.AvailBytes))
-		}
-	}
-	if math.IsNaN(r) || r < 0 {
-		return 0
-	}
-	return min(r, 1)
 }
 
 // describeFreed names what the run reclaimed, largest source first, and the total.

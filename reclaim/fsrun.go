@@ -71,22 +71,13 @@ func (f *fsRun) deficit() (bytes, files int64) {
 	return bytes, files
 }
 
-// underReplace reports whether m is below a replace_below* threshold.
-func underReplace(m api.Filesystem) bool {
-	if m.AvailBytes < m.ReplaceThresholdBytes {
-		return true
-	}
-	return m.Files > 0 && m.FilesFree < m.ReplaceThresholdFiles
-}
-
 // remeasure takes a fresh statfs after a step (never trusting what the step says it
 // freed); when simulating it adds the step's estimate instead.
 func (f *fsRun) remeasure(ctx context.Context, estBytes, estFiles int64) {
 	if f.simulate {
 		f.cur.AvailBytes += uint64(max(estBytes, 0))
 		f.cur.FreeBytes += uint64(max(estBytes, 0))
-		f.cur.UsedRatio = 0 // so usedRatio recomputes it from the simulated figures
-		f.cur.UsedRatio = usedRatio(f.cur)
+		f.cur.UsedRatio = api.UsedRatioOf(f.cur.SizeBytes, f.cur.FreeBytes, f.cur.AvailBytes)
 		if f.cur.Files > 0 {
 			f.cur.FilesFree = min(f.cur.Files, f.cur.FilesFree+uint64(max(estFiles, 0)))
 		}

@@ -78,7 +78,7 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 		}
 		step(ctx, f, lr)
 	}
-	f.belowReplace = underReplace(f.cur)
+	f.belowReplace = f.cur.BelowReplace()
 }
 
 func (f *fsRun) add(a api.Action) { f.actions = append(f.actions, a) }

@@ -99,7 +99,7 @@ func agrees(after []api.Filesystem, now []*fsRun) bool {
 	}
 	for i, f := range now {
 		a := after[i]
-		if a.Path != f.path || f.needed(0) != (&fsRun{cur: a}).needed(0) || underReplace(f.cur) != underReplace(a) {
+		if a.Path != f.path || f.needed(0) != (&fsRun{cur: a}).needed(0) || f.cur.BelowReplace() != a.BelowReplace() {
 			return false
 		}
 	}

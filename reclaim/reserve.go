@@ -215,7 +215,7 @@ func removeReserve(path string) error {
 func (r *Reclaimer) Shutdown(ctx context.Context) {
 	for _, rc := range r.opts.Reserves {
 		m, err := r.opts.Measure(ctx, rc.Filesystem)
-		if err != nil || !underReplace(m) {
+		if err != nil || !m.BelowReplace() {
 			continue
 		}
 		r.releaseReserve(rc.Filesystem, "shutting down below the replace threshold")

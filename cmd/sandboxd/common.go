@@ -94,11 +94,7 @@ func diskLine(v any) string {
 		b, _ := json.Marshal(v)
 		return string(b)
 	}
-	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", fs.Path, size(fs.AvailBytes), size(fs.SizeBytes), fs.UsedRatio*100)
-	if fs.Files > 0 {
-		s += fmt.Sprintf(", %s of %s inodes free", count(fs.FilesFree), count(fs.Files))
-	}
-	return s
+	return fs.Fingerprint()
 }
 
 // sitePath finds a site's path in the local config (the packaged file if readable, else

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"fmt"
+	"math"
+)
+
+// The judgements every part of sandboxd makes of a measured filesystem, in one place: the
+// daemon's launch answers, reclaim's run details and the CLI's own measurement say them
+// the same way.
+
+// Fingerprint is the part of a detail line that names a filesystem's condition
+// (CONTRACT §3): "/ has 0 B free of 11.0 GiB (100% used) and 12 of 720,896 inodes free".
+// A path that is not its mount point also names the mount point and filesystem type.
+func (fs Filesystem) Fingerprint() string {
+	name := fs.Path
+	if fs.Mountpoint != "" && fs.Mountpoint != fs.Path {
+		name = fmt.Sprintf("%s (on %s, %s)", fs.Path, fs.Mountpoint, fs.FSType)
+	}
+	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", name, FormatSize(fs.AvailBytes),
+		FormatSize(fs.SizeBytes), fs.Used()*100)
+	if fs.Files > 0 {
+		s += fmt.Sprintf(" and %s of %s inodes free", FormatCount(fs.FilesFree), FormatCount(fs.Files))
+	} else {
+		s += " and no inode limit"
+	}
+	if fs.Stale {
+		s += " (figures are stale: statfs is not answering)"
+	}
+	return s
+}
+
+// Used is the share of the filesystem in use as df's "Use%" counts it: UsedRatio, or,
+// where that is not filled in, derived from the same fields (UsedRatioOf); always in [0, 1].
+func (fs Filesystem) Used() float64 {
+	r := fs.UsedRatio
+	if r == 0 && fs.SizeBytes > 0 {
+		r = UsedRatioOf(fs.SizeBytes, fs.FreeBytes, fs.AvailBytes)
+	}
+	if math.IsNaN(r) || r < 0 {
+		return 0
+	}
+	return min(r, 1)
+}
+
+// UsedRatioOf is df's "Use%": used / (used + avail), with used = size - free, so the root
+// reservation counts as unavailable, as a non-root writer sees it (1-avail/size counts
+// root's reserved blocks as used, and said 69% on a disk df showed at 15%). It is 0 for a
+// zero-size filesystem and always finite, in [0, 1].
+func UsedRatioOf(size, free, avail uint64) float64 {
+	used := uint64(0)
+	if size > free {
+		used = size - free
+	}
+	den := float64(used) + float64(avail)
+	if den <= 0 {
+		return 0
+	}
+	r := float64(used) / den
+	if math.IsNaN(r) || r < 0 {
+		return 0
+	}
+	return min(r, 1)
+}
+
+// BelowReclaim reports whether the filesystem is below a reclaim_below* threshold.
+func (fs Filesystem) BelowReclaim() bool {
+	return fs.AvailBytes < fs.ReclaimThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReclaimThresholdFiles)
+}
+
+// BelowReplace reports whether the filesystem is below a replace_below* threshold.
+func (fs Filesystem) BelowReplace() bool {
+	return fs.AvailBytes < fs.ReplaceThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReplaceThresholdFiles)
+}
