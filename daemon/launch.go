@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/pressure"
 	"github.com/sandboxd/sandboxd/reclaim"
 	"github.com/sandboxd/sandboxd/retention"
 )
@@ -155,7 +154,7 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 // fit or it is below a reclaim threshold, runs reclaim and measures again. It refuses
 // only with busy: a call that does not fit while another reclaim holds the lock.
 func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
-	fs, err := c.pressure.Measure(ctx, existingAncestor(path))
+	fs, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
 	if err != nil && ctx.Err() != nil {
 		return fs, notes, deadlineProblem(fs, need.deadline, notes)
 	}
@@ -189,7 +188,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 		notes = append(notes, fmt.Sprintf("reclaim freed %s and %s files (verdict %s)",
 			api.FormatSize(uint64(max(run.FreedBytes, 0))), api.FormatCount(uint64(max(run.FreedFiles, 0))), run.Verdict))
 	}
-	if m, err := c.pressure.Measure(context.WithoutCancel(ctx), existingAncestor(path)); err == nil {
+	if m, err := c.pressure.Measure(context.WithoutCancel(ctx), pressure.ExistingAncestor(path)); err == nil {
 		fs = m
 	}
 	return fs, notes, nil
@@ -284,14 +283,4 @@ func mergeProblems(ps []*api.Problem, fs *api.Filesystem, mounts []api.Mount) *a
 	out.Mounts = mounts
 	out.RetryAfterSeconds = best.RetryAfterSeconds
 	return out
-}
-
-// existingAncestor is path, or its nearest existing parent: a site the launcher has not
-// created yet is checked on the filesystem it will be created on.
-func existingAncestor(path string) string {
-	for p := path; ; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil || p == "/" || p == "." {
-			return p
-		}
-	}
 }

@@ -3,6 +3,7 @@ package pressure
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -21,6 +22,16 @@ func Statfs(path string) (api.Filesystem, error) {
 	}
 	fig, _, err := measurePath(newMountTable("/proc"), abs, time.Now())
 	return fig, err
+}
+
+// ExistingAncestor is path, or its nearest existing parent (by lstat): a site the
+// launcher has not created yet is measured on the filesystem it will be created on.
+func ExistingAncestor(path string) string {
+	for p := path; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == "/" || p == "." {
+			return p
+		}
+	}
 }
 
 // measurePath stats path (for st_dev) and statfs's it, then names its mount from the

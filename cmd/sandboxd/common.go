@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -76,16 +75,13 @@ func ownMeasurement(path string) any {
 		path = "/"
 	}
 	// A site that does not exist yet is measured on its nearest existing parent.
-	for p := path; ; p = filepath.Dir(p) {
-		fs, err := pressure.Statfs(p)
-		if err == nil {
-			fs.Path = p
-			return fs
-		}
-		if p == "/" || p == "." {
-			return map[string]string{"path": path, "error": err.Error()}
-		}
+	p := pressure.ExistingAncestor(path)
+	fs, err := pressure.Statfs(p)
+	if err != nil {
+		return map[string]string{"path": path, "error": err.Error()}
 	}
+	fs.Path = p
+	return fs
 }
 
 func diskLine(v any) string {
