@@ -71,7 +71,7 @@ type Daemon struct {
 // New validates the config and builds the daemon and its components; nothing runs yet.
 func New(opts Options) (*Daemon, error) {
 	if opts.Config == nil {
-		c, err := config.Parse([]byte(config.Default()), "default")
+		c, err := config.LoadOrDefault("")
 		if err != nil {
 			return nil, fmt.Errorf("embedded default config: %w", err)
 		}

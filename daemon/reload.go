@@ -43,13 +43,7 @@ func (d *Daemon) Reload() error {
 	defer d.notify.Ready()
 	defer d.statusCache.invalidate()
 	path := d.opts.ConfigPath
-	var next *config.Config
-	var err error
-	if path == "" {
-		next, err = config.Parse([]byte(config.Default()), "default")
-	} else {
-		next, err = config.Load(path)
-	}
+	next, err := config.LoadOrDefault(path)
 	if err == nil {
 		next, err = d.opts.Overrides.Apply(next)
 	}

@@ -96,9 +96,9 @@ func diskLine(v any) string {
 // sitePath finds a site's path in the local config (the packaged file if readable, else
 // the embedded default), so an unreachable daemon's error can still measure the right disk.
 func sitePath(site string) string {
-	cfg, err := config.Load(config.DefaultPath)
+	cfg, err := config.LoadOrDefault(config.DefaultPath)
 	if err != nil {
-		cfg, err = config.Parse([]byte(config.Default()), "default")
+		cfg, err = config.LoadOrDefault("")
 		if err != nil {
 			return "/"
 		}

@@ -96,13 +96,7 @@ func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides) 
 }
 
 func loadServeConfig(path string, o daemon.Overrides) (*config.Config, error) {
-	var cfg *config.Config
-	var err error
-	if path == "" {
-		cfg, err = config.Parse([]byte(config.Default()), "default")
-	} else {
-		cfg, err = config.Load(path)
-	}
+	cfg, err := config.LoadOrDefault(path)
 	if err != nil {
 		return nil, err
 	}

@@ -158,6 +158,16 @@ func CacheKinds() []string {
 // Observe reports whether the daemon must change nothing ([server] mode = "observe").
 func (c *Config) Observe() bool { return c.Server.Mode == api.ModeObserve }
 
+// LoadOrDefault is the config the daemon runs on: the file at path over the embedded
+// default, validated, or with no path ("") the embedded default alone. The daemon's
+// start, its reload and the CLI's fallbacks all load it so.
+func LoadOrDefault(path string) (*Config, error) {
+	if path == "" {
+		return Parse([]byte(defaultTOML), "default")
+	}
+	return Load(path)
+}
+
 // Load reads the config file at path over the embedded default and validates it. An
 // empty path means no file: the default alone. A missing file is an error that matches
 // fs.ErrNotExist, so the caller decides whether that means "use the default".
