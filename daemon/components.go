@@ -15,21 +15,84 @@ import (
 	"github.com/sandboxd/sandboxd/pressure"
 	"github.com/sandboxd/sandboxd/reclaim"
 	"github.com/sandboxd/sandboxd/retention"
-	"github.com/sandboxd/sandboxd/systemd"
 )
 
-// components are the running parts built from one config. A reload that changes a part's
-// section rebuilds that part; the others keep running with their history.
+// components are the running parts built from one config. A reload reconfigures them in
+// place (reconfigure.go); only a part that cannot change in place is replaced, and then
+// in a new components value that shares run with the one it replaces.
 type components struct {
 	pressure *pressure.Watcher
 	sites    *retention.Manager
 	reclaim  *reclaim.Reclaimer
 	mounts   *mountwatch.Watcher
 
-	mu      sync.Mutex // guards cancels
-	cancels map[string]context.CancelFunc
-	wg      *sync.WaitGroup
+	run *runner
+}
+
+// parts are the components' Run loops by name, in start order.
+func (c *components) parts() []part {
+	return []part{
+		{"pressure", c.pressure.Run},
+		{"retention", c.sites.Run},
+		{"reclaim", c.reclaim.Run},
+		{"mountwatch", c.mounts.Run},
+	}
+}
+
+// part is one component's loop.
+type part struct {
+	name string
+	run  func(context.Context) error
+}
+
+// runner owns the goroutines of the running parts: one per name, each stoppable and
+// waited for on its own, so a reload can stop a part and start its replacement without
+// the two ever running at once.
+type runner struct {
+	logger *slog.Logger
+
+	mu      sync.Mutex // guards the fields below
 	ctx     context.Context
+	wg      *sync.WaitGroup
+	running map[string]runningPart
+}
+
+type runningPart struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start runs p under the runner's context; before Run (no context yet) it does nothing,
+// as Run starts every part.
+func (r *runner) start(p part) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil || r.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	r.running[p.name] = runningPart{cancel, done}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(done)
+		if err := p.run(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Error("component stopped", "component", p.name, "err", err)
+		}
+	}()
+}
+
+// stop ends the part name and waits until its Run returned.
+func (r *runner) stop(name string) {
+	r.mu.Lock()
+	rp, ok := r.running[name]
+	delete(r.running, name)
+	r.mu.Unlock()
+	if ok {
+		rp.cancel()
+		<-rp.done
+	}
 }
 
 func (c *components) ready() bool { return c.pressure.Ready() }
@@ -126,7 +189,7 @@ func lexicalMount(mountpoints []string, path string) string {
 	return best
 }
 
-func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites *retention.Manager) reclaim.Options {
+func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclaim.Options {
 	caches := make([]reclaim.CacheConfig, 0, len(cfg.Reclaim.Caches))
 	for _, c := range cfg.Reclaim.Caches {
 		caches = append(caches, reclaim.CacheConfig{Name: c.Name, Path: c.Path, Command: c.Command,
@@ -147,8 +210,9 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher, sites 
 		Cooldown: cfg.Reclaim.Cooldown, MaxRunsPerHour: int(cfg.Reclaim.MaxRunsPerHour),
 		Reserves: reserves, Filesystems: fsPaths,
 		Measure: pw.Measure, OwnWrite: pw.OwnWrite, ReserveInterval: cfg.Health.SampleInterval,
-		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, sites, dry) },
-		SiteUsage:   func() (int64, int64) { return siteUsage(sites) },
+		// The sites of the components current at the call: a reload may replace them.
+		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, d.current().sites, dry) },
+		SiteUsage:   func() (int64, int64) { return siteUsage(d.current().sites) },
 		MarkReplace: pw.MarkReplace,
 		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
 		Events: d.events.Record, Logger: d.logger.With("component", "reclaim"),
@@ -172,71 +236,55 @@ func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) [
 	return out
 }
 
-// buildComponents builds the parts of cfg; parts whose config did not change since prev
-// are taken over from prev.
-func (d *Daemon) buildComponents(cfg *config.Config, prev *components) (*components, error) {
-	obs := cfg.Server.Mode == api.ModeObserve
-	c := &components{cancels: map[string]context.CancelFunc{}}
+// buildComponents builds the parts of cfg; nothing runs yet.
+func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
+	c := &components{run: &runner{logger: d.logger, running: map[string]runningPart{}}}
 	po := d.pressureOptions(cfg)
 	po.ReserveBytes = c.reserveBytes // what the file holds, asked of reclaim (built below)
 	c.pressure = pressure.New(po)
-	sites, err := siteConfigs(cfg)
-	if err != nil {
+	var err error
+	if c.sites, err = d.newSites(cfg); err != nil {
 		return nil, err
 	}
-	c.sites, err = retention.New(retention.Options{Sites: sites, State: d.state, Observe: obs, Now: d.now,
-		Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot})
-	if err != nil {
-		return nil, fmt.Errorf("sites: %w", err)
-	}
-	c.reclaim, err = reclaim.New(d.reclaimOptions(cfg, c.pressure, c.sites))
+	c.reclaim, err = reclaim.New(d.reclaimOptions(cfg, c.pressure))
 	if err != nil {
 		return nil, fmt.Errorf("reclaim: %w", err)
 	}
-	var restarter mountwatch.UnitRestarter
-	for _, m := range cfg.Mounts {
-		if m.RemountUnit != "" {
-			restarter = &systemd.UnitRestarter{}
-			break
-		}
-	}
-	c.mounts, err = mountwatch.New(mountwatch.Options{Mounts: mountConfigs(cfg), Observe: obs, Now: d.now,
-		Events: d.events.Record, Logger: d.logger.With("component", "mountwatch"), ProcRoot: d.opts.ProcRoot,
-		ProbeCommand: d.opts.ProbeCommand, Restarter: restarter})
+	c.mounts, err = mountwatch.New(d.mountOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("mounts: %w", err)
 	}
 	return c, nil
 }
 
-// start runs every component in its own goroutine under ctx.
-func (c *components) start(ctx context.Context, wg *sync.WaitGroup, logger *slog.Logger) {
-	c.ctx, c.wg = ctx, wg
-	run := func(name string, f func(context.Context) error) {
-		cctx, cancel := context.WithCancel(ctx)
-		c.mu.Lock()
-		c.cancels[name] = cancel
-		c.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(cctx); err != nil && cctx.Err() == nil {
-				logger.Error("component stopped", "component", name, "err", err)
-			}
-		}()
+func (d *Daemon) newSites(cfg *config.Config) (*retention.Manager, error) {
+	sites, err := siteConfigs(cfg)
+	if err != nil {
+		return nil, err
 	}
-	run("pressure", c.pressure.Run)
-	run("retention", c.sites.Run)
-	run("reclaim", c.reclaim.Run)
-	run("mountwatch", c.mounts.Run)
+	m, err := retention.New(retention.Options{Sites: sites, State: d.state, Observe: cfg.Server.Mode == api.ModeObserve,
+		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot})
+	if err != nil {
+		return nil, fmt.Errorf("sites: %w", err)
+	}
+	return m, nil
 }
 
-// stop ends every component of c.
-func (c *components) stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cancel := range c.cancels {
-		cancel()
+func (d *Daemon) mountOptions(cfg *config.Config) mountwatch.Options {
+	// The D-Bus restarter connects on first use, so one is always passed: a reload that
+	// adds a remount_unit needs no new watcher.
+	return mountwatch.Options{Mounts: mountConfigs(cfg), Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
+		Events: d.events.Record, Logger: d.logger.With("component", "mountwatch"), ProcRoot: d.opts.ProcRoot,
+		ProbeCommand: d.opts.ProbeCommand, Restarter: d.restarter}
+}
+
+// start runs every part under ctx; the parts' goroutines join wg.
+func (c *components) start(ctx context.Context, wg *sync.WaitGroup) {
+	c.run.mu.Lock()
+	c.run.ctx, c.run.wg = ctx, wg
+	c.run.mu.Unlock()
+	for _, p := range c.parts() {
+		c.run.start(p)
 	}
 }
 

@@ -58,6 +58,10 @@ type Daemon struct {
 
 	statusCache statusCache
 
+	reloadMu sync.Mutex // serialises reloads
+	// restarter restarts remount units over D-Bus; it connects on first use.
+	restarter *systemd.UnitRestarter
+
 	cfgMu    sync.RWMutex // guards cfg, writersV and comps
 	cfg      *config.Config
 	writersV Writers
@@ -115,7 +119,8 @@ func New(opts Options) (*Daemon, error) {
 	if err := d.state.Err(); err != nil {
 		d.logger.Warn("state directory unusable: state stays in memory", "dir", opts.Config.Server.StateDir, "err", err)
 	}
-	comps, err := d.buildComponents(opts.Config, nil)
+	d.restarter = &systemd.UnitRestarter{Logger: d.logger.With("component", "systemd")}
+	comps, err := d.buildComponents(opts.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +172,8 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
-	d.current().start(ctx, &wg, d.logger)
+	d.current().start(ctx, &wg)
+	defer d.restarter.Close()
 
 	h := d.Handler()
 	servers := []*http.Server{d.newHTTPServer(h)}

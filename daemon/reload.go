@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +34,10 @@ func (r *reloadStats) get() (bool, time.Time) {
 }
 
 // Reload re-reads the config file (SIGHUP). An invalid file is rejected and logged with
-// every problem, and the last good config stays. A valid one is applied: writers, log
-// level and launch defaults at once; a changed section rebuilds the component it
-// configures. The socket and TCP listener keep their addresses until a restart.
+// every problem, and the last good config stays. A valid one is applied in place:
+// writers, log level and launch defaults at once; each component takes its changed
+// settings and keeps its state (reconfigure.go); the start-up reclaim does not run again.
+// The socket and TCP listener keep their addresses until a restart.
 func (d *Daemon) Reload() error {
 	d.notify.Reloading()
 	defer d.notify.Ready()
@@ -61,6 +61,8 @@ func (d *Daemon) Reload() error {
 }
 
 func (d *Daemon) apply(next *config.Config) error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	prev := d.config()
 	w, err := resolveWriters(next)
 	if err != nil {
@@ -72,38 +74,25 @@ func (d *Daemon) apply(next *config.Config) error {
 		next.Server.StateDir != prev.Server.StateDir {
 		restartOnly = append(restartOnly, "server.socket/socket_mode/socket_group/http/state_dir")
 	}
-	rebuild := !reflect.DeepEqual(prev.Filesystems, next.Filesystems) ||
-		!reflect.DeepEqual(prev.Sites, next.Sites) || !reflect.DeepEqual(prev.Reclaim, next.Reclaim) ||
-		!reflect.DeepEqual(prev.Mounts, next.Mounts) || !reflect.DeepEqual(prev.Health, next.Health) ||
-		prev.Server.Mode != next.Server.Mode
-	var comps *components
-	if rebuild {
-		comps, err = d.buildComponents(next, d.current())
-		if err != nil {
-			return err
-		}
+	old := d.current()
+	comps, starts, notes, err := d.reconfigure(old, prev, next)
+	if err != nil {
+		return err
 	}
 	d.cfgMu.Lock()
-	old := d.comps
-	d.cfg, d.writersV = next, w
-	if comps != nil {
-		d.comps = comps
-	}
+	d.cfg, d.writersV, d.comps = next, w, comps
 	d.cfgMu.Unlock()
-	if comps != nil {
-		comps.reclaim.Orphan(old.reclaim) // reserves the new config no longer keeps
-	}
-	if comps != nil && old.ctx != nil {
-		old.stop()
-		comps.start(old.ctx, old.wg, d.logger)
-		d.readySent.Store(false)
+	for _, p := range starts {
+		comps.run.start(p)
 	}
 	if d.opts.LogLevel != nil {
 		d.opts.LogLevel.Set(ParseLevel(next.Log.Level))
 	}
 	msg := "config reloaded"
-	if rebuild {
-		msg += "; components rebuilt"
+	if len(notes) == 0 {
+		msg += "; components unchanged"
+	} else {
+		msg += "; " + strings.Join(notes, "; ")
 	}
 	if len(restartOnly) > 0 {
 		msg += fmt.Sprintf("; %s changed and take effect at the next restart", strings.Join(restartOnly, ", "))

@@ -131,7 +131,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 		act.Status, act.Error = api.ActionSkipped, "no refresh_command"
 		return act, false
 	}
-	if w.opts.Observe {
+	if w.observe.Load() {
 		w.mu.Lock()
 		w.counters.Refreshes[m.cfg.Name]["observed"]++
 		m.credNextTry = time.Now().Add(w.backoffStep(&m.credBackoff))

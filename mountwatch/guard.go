@@ -22,7 +22,7 @@ func (w *Watcher) maybeGuard(m *mount) {
 	if !want {
 		return
 	}
-	if w.opts.Observe {
+	if w.observe.Load() {
 		if w.once(m, "guard") {
 			w.emit(api.EventMountGuard, m.cfg.Name, "observe mode: would make the bare mountpoint "+m.cfg.Path+" immutable", nil)
 		}

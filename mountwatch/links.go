@@ -76,7 +76,7 @@ func inspectLink(l LinkConfig) (state, detail string) {
 // rebuildLink replaces a missing link or an empty file with the symlink. The empty file
 // is removed only if it is still empty and still a regular file right before.
 func (w *Watcher) rebuildLink(m *mount, l LinkConfig, state string) string {
-	if w.opts.Observe {
+	if w.observe.Load() {
 		if w.once(m, "link:"+l.Path+":"+state) {
 			w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("observe mode: would rebuild link %s -> %s (%s)", l.Path, l.Target, state), map[string]any{"path": l.Path, "state": state})
 		}

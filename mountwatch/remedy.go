@@ -132,7 +132,7 @@ func (w *Watcher) abort(m *mount) {
 		return
 	}
 	file := filepath.Join(w.opts.FusectlDir, strconv.FormatUint(uint64(conn), 10), "abort")
-	if w.opts.Observe {
+	if w.observe.Load() {
 		w.emit(api.EventMountAbort, m.cfg.Name, "observe mode: would abort the hung connection by writing "+file, map[string]any{"connection": conn})
 		return
 	}

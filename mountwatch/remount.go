@@ -29,7 +29,7 @@ func (w *Watcher) remount(ctx context.Context, m *mount, from string) bool {
 	m.remountTimes = kept
 	limited := len(kept) >= m.cfg.MaxRemountsPerHour
 	w.mu.Unlock()
-	if w.opts.Observe {
+	if w.observe.Load() {
 		w.count(m, "observed")
 		w.emit(api.EventRemount, name, fmt.Sprintf("observe mode: would remount %s (%s) from state %s", name, m.cfg.Path, from), map[string]any{"result": "observed"})
 		return false

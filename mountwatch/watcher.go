@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -25,6 +26,8 @@ type Watcher struct {
 	counters Counters
 
 	reconf chan struct{}
+	// observe is Options.Observe as New or SetObserve last set it.
+	observe atomic.Bool
 }
 
 // mount is the watcher's view of one configured mount; w.mu guards every field. Its
@@ -131,8 +134,13 @@ func New(opts Options) (*Watcher, error) {
 	w := &Watcher{opts: opts, log: log, reconf: make(chan struct{}, 1)}
 	w.counters = newCounters()
 	w.mounts = w.build(ms, nil)
+	w.observe.Store(opts.Observe)
 	return w, nil
 }
+
+// SetObserve switches observe mode (a reload that changed [server] mode): from the next
+// remedy on, fixes are only reported ("would") or performed again. Probe state stays.
+func (w *Watcher) SetObserve(on bool) { w.observe.Store(on) }
 
 // build makes the mount list for cfgs, keeping the state of mounts whose name and path
 // did not change.
@@ -176,15 +184,7 @@ func (w *Watcher) Reconfigure(mounts []MountConfig) error {
 // wall clock, remediation scheduling. It returns nil when ctx ends; probe children still
 // stuck in a hung mount are left to their reapers.
 func (w *Watcher) Run(ctx context.Context) error {
-	tick := w.opts.Tick
-	w.mu.Lock()
-	for _, m := range w.mounts {
-		if m.cfg.ProbeInterval < tick {
-			tick = m.cfg.ProbeInterval
-		}
-	}
-	w.mu.Unlock()
-	t := time.NewTicker(tick)
+	t := time.NewTicker(w.tick())
 	defer t.Stop()
 	last := time.Now()
 	w.step(ctx, 0)
@@ -193,12 +193,26 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-w.reconf:
+			t.Reset(w.tick()) // a reload may have lowered a probe interval
 			w.step(ctx, 0)
 		case now := <-t.C:
 			w.step(ctx, now.Sub(last))
 			last = now
 		}
 	}
+}
+
+// tick is the loop's period: Options.Tick, lowered to the smallest probe interval.
+func (w *Watcher) tick() time.Duration {
+	tick := w.opts.Tick
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.mounts {
+		if m.cfg.ProbeInterval < tick {
+			tick = m.cfg.ProbeInterval
+		}
+	}
+	return tick
 }
 
 // step is one pass of the loop over every mount. It never blocks on a mount.

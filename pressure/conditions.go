@@ -102,6 +102,19 @@ func (cs *condSet) list() []api.Condition {
 	return out
 }
 
+// forget drops every condition about subject (a filesystem no longer watched).
+func (cs *condSet) forget(subject string) {
+	order := cs.order[:0]
+	for _, k := range cs.order {
+		if k.subject == subject {
+			delete(cs.m, k)
+			continue
+		}
+		order = append(order, k)
+	}
+	cs.order = order
+}
+
 // activeSubjects returns the subjects of conditions that are true.
 func (cs *condSet) activeSubjects() map[string]bool {
 	out := map[string]bool{}

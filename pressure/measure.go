@@ -48,7 +48,7 @@ func (w *Watcher) Measure(ctx context.Context, path string) (api.Filesystem, err
 // fresh measurement bounded by StatfsTimeout; false when path is on no watched filesystem
 // or does not answer.
 func (w *Watcher) FilesystemFor(path string) (api.Filesystem, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.opts.StatfsTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(w.statfsTimeout.Load()))
 	defer cancel()
 	fig, err := w.Measure(ctx, path)
 	if err != nil {

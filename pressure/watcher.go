@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -15,6 +16,11 @@ import (
 type Watcher struct {
 	opts   Options
 	mounts *mountTable
+
+	// interval and statfsTimeout are SampleInterval and StatfsTimeout as Reconfigure last
+	// set them (nanoseconds); reconf tells Run to reset its ticker.
+	interval, statfsTimeout atomic.Int64
+	reconf                  chan struct{}
 
 	probersMu sync.Mutex         // guards probers
 	probers   map[string]*prober // by the lexical mountpoint of the measured path
@@ -33,6 +39,7 @@ type fsState struct {
 	figures bool // fig holds figures from at least one answered statfs
 	sampled bool // a first sample was taken (figures or an error)
 	growth  *growth
+	retuned bool // thresholds changed by Reconfigure: evaluate the next sample in full
 }
 
 // New returns a Watcher for opts (defaults applied). Paths are cleaned and made absolute.
@@ -43,7 +50,10 @@ func New(opts Options) *Watcher {
 		mounts:  newMountTable(opts.ProcRoot),
 		probers: map[string]*prober{},
 		conds:   newCondSet(opts.TransitionPeriod),
+		reconf:  make(chan struct{}, 1),
 	}
+	w.interval.Store(int64(opts.SampleInterval))
+	w.statfsTimeout.Store(int64(opts.StatfsTimeout))
 	for _, c := range opts.Filesystems {
 		c.Path = cleanPath(c.Path)
 		fs := &fsState{cfg: c, growth: newGrowth(opts.GrowthWindow, opts.SampleInterval)}
@@ -64,13 +74,15 @@ func cleanPath(p string) string {
 // for a statfs: each one runs on its own goroutine and records its result when it
 // answers, so a hung filesystem goes stale while the loop (LastLoop) stays fresh.
 func (w *Watcher) Run(ctx context.Context) error {
-	t := time.NewTicker(w.opts.SampleInterval)
+	t := time.NewTicker(time.Duration(w.interval.Load()))
 	defer t.Stop()
 	for {
 		w.tick(ctx, false)
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-w.reconf:
+			t.Reset(time.Duration(w.interval.Load()))
 		case <-t.C:
 		}
 	}
@@ -84,9 +96,10 @@ func (w *Watcher) tick(ctx context.Context, wait bool) {
 	now := w.opts.Now()
 	w.mu.Lock()
 	w.lastLoop = now
+	fss := w.fss
 	w.mu.Unlock()
-	calls := make([]*call, 0, len(w.fss))
-	for _, fs := range w.fss {
+	calls := make([]*call, 0, len(fss))
+	for _, fs := range fss {
 		c, _ := w.proberFor(fs.cfg.Path).begin(fs.cfg.Path, now, w.run)
 		calls = append(calls, c)
 	}
@@ -139,14 +152,18 @@ func (w *Watcher) markStale(now time.Time) {
 		stale bool
 	}
 	var st []staleness
-	for _, fs := range w.fss {
+	timeout := time.Duration(w.statfsTimeout.Load())
+	w.mu.Lock()
+	fss := w.fss
+	w.mu.Unlock()
+	for _, fs := range fss {
 		c, _ := w.proberFor(fs.cfg.Path).outstanding()
-		st = append(st, staleness{fs, c != nil && now.Sub(c.started) >= w.opts.StatfsTimeout})
+		st = append(st, staleness{fs, c != nil && now.Sub(c.started) >= timeout})
 	}
 	w.mu.Lock()
 	for _, s := range st {
 		if s.stale && !s.fs.fig.Stale {
-			w.opts.Logger.Warn("statfs does not answer; serving the last figures", "path", s.fs.cfg.Path, "timeout", w.opts.StatfsTimeout)
+			w.opts.Logger.Warn("statfs does not answer; serving the last figures", "path", s.fs.cfg.Path, "timeout", timeout)
 		}
 		if s.stale {
 			s.fs.fig.Stale = true
@@ -204,8 +221,8 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	if w.opts.ReserveBytes != nil {
 		f.ReserveBytes = w.opts.ReserveBytes(fs.cfg.Path)
 	}
-	unchanged := fs.figures && sameLevels(fs.fig, f)
-	fs.fig, fs.dev, fs.figures, fs.sampled = f, c.dev, true, true
+	unchanged := fs.figures && !fs.retuned && sameLevels(fs.fig, f)
+	fs.fig, fs.dev, fs.figures, fs.sampled, fs.retuned = f, c.dev, true, true, false
 	if unchanged && !w.conds.anyTrue(f.Path) {
 		// Rendering the messages is most of a sample's cost (Measure is on the launch hot
 		// path). With the levels unchanged and nothing true, nothing can turn true: the

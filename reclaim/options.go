@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -164,6 +165,9 @@ var ErrBusy = errors.New("another reclaim is running")
 type Reclaimer struct {
 	opts Options
 	lock chan struct{} // one reclaim at a time: holding the token is holding the lock
+	// loop is held by Run's goroutine while it polls or sizes: Reconfigure takes lock, then
+	// loop, then mu, so every reader of the reloadable settings holds one of the three.
+	loop chan struct{}
 
 	lowSeen map[string]bool // filesystems low at the last poll; owned by Run's goroutine
 
@@ -171,7 +175,7 @@ type Reclaimer struct {
 	last       *api.ReclaimRun
 	lastResume *api.ReclaimRun
 	caches     []CacheInfo // last discovery, with sizes from the background sizing
-	reserves   map[string]*reserveState
+	reserves   atomic.Pointer[map[string]*reserveState] // by filesystem; see reserveMap
 	orphans    []string // reserve files of an earlier config, removed at the next reserve tick
 	counters   Counters
 	rate       rateState
@@ -182,6 +186,22 @@ func New(opts Options) (*Reclaimer, error) {
 	if opts.Measure == nil {
 		return nil, errors.New("reclaim: Options.Measure is required")
 	}
+	if err := validate(opts); err != nil {
+		return nil, err
+	}
+	r := &Reclaimer{
+		opts:     opts.withDefaults(),
+		lock:     make(chan struct{}, 1),
+		loop:     make(chan struct{}, 1),
+		counters: newCounters(),
+	}
+	r.loadRate()
+	r.loadReserves(nil)
+	return r, nil
+}
+
+// validate checks the settings a config file gives: ladders, kinds, cache roots.
+func validate(opts Options) error {
 	var errs []error
 	for i, c := range opts.Caches {
 		if c.Ladder != "" && c.Ladder != LadderGC && c.Ladder != LadderEntries && c.Ladder != LadderAll {
@@ -197,18 +217,7 @@ func New(opts Options) (*Reclaimer, error) {
 		}
 	}
 	errs = append(errs, ValidateCacheRoots(opts.Caches, opts.Protect)...)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	r := &Reclaimer{
-		opts:     opts.withDefaults(),
-		lock:     make(chan struct{}, 1),
-		reserves: map[string]*reserveState{},
-		counters: newCounters(),
-	}
-	r.loadRate()
-	r.loadReserves()
-	return r, nil
+	return errors.Join(errs...)
 }
 
 func (r *Reclaimer) emit(kind, subject, msg string, fields map[string]any) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,16 +29,27 @@ type reserveState struct {
 	bytes atomic.Int64
 }
 
-func (r *Reclaimer) loadReserves() {
+// loadReserves builds the reserve states of r.opts, keeping the state of those in old
+// whose filesystem and path are unchanged (Reconfigure).
+func (r *Reclaimer) loadReserves(old map[string]*reserveState) {
+	m := map[string]*reserveState{}
 	for _, rc := range r.opts.Reserves {
 		if rc.Bytes <= 0 || rc.Path == "" {
 			continue
 		}
 		rs := &reserveState{cfg: rc}
-		rs.bytes.Store(allocated(rc.Path))
-		r.reserves[rc.Filesystem] = rs
+		if o, ok := old[rc.Filesystem]; ok && o.cfg.Path == rc.Path {
+			rs.bytes.Store(o.bytes.Load())
+		} else {
+			rs.bytes.Store(allocated(rc.Path))
+		}
+		m[rc.Filesystem] = rs
 	}
+	r.reserves.Store(&m)
 }
+
+// reserveMap is the current reserve states: replaced whole by Reconfigure, never written.
+func (r *Reclaimer) reserveMap() map[string]*reserveState { return *r.reserves.Load() }
 
 // allocated is st_blocks*512 of a regular file at path, 0 when it is absent or not one.
 func allocated(path string) int64 {
@@ -49,9 +61,9 @@ func allocated(path string) int64 {
 }
 
 // ReserveBytes is what the reserve file of the filesystem fs holds on disk, as last
-// seen (0 while released or not yet created). r.reserves is written only by New.
+// seen (0 while released or not yet created). Lock-free: the map is replaced whole.
 func (r *Reclaimer) ReserveBytes(fs string) int64 {
-	if rs, ok := r.reserves[fs]; ok {
+	if rs, ok := r.reserveMap()[fs]; ok {
 		return rs.bytes.Load()
 	}
 	return 0
@@ -64,7 +76,7 @@ func (r *Reclaimer) Conditions() []api.Condition {
 	defer r.mu.Unlock()
 	var out []api.Condition
 	for _, rc := range r.opts.Reserves {
-		if _, ok := r.reserves[rc.Filesystem]; !ok {
+		if _, ok := r.reserveMap()[rc.Filesystem]; !ok {
 			continue
 		}
 		d := r.rate.Reserves[rc.Filesystem]
@@ -74,7 +86,7 @@ func (r *Reclaimer) Conditions() []api.Condition {
 			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s", api.FormatSize(uint64(rc.Bytes)), rc.Path, d.Reason)
 		} else {
 			c.Reason = "ReserveHeld"
-			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(uint64(r.reserves[rc.Filesystem].bytes.Load())))
+			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(uint64(r.reserveMap()[rc.Filesystem].bytes.Load())))
 		}
 		out = append(out, c)
 	}
@@ -85,7 +97,7 @@ func (r *Reclaimer) Conditions() []api.Condition {
 // after a stop at 100%).
 func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 	r.mu.Lock()
-	rs, ok := r.reserves[fs]
+	rs, ok := r.reserveMap()[fs]
 	r.mu.Unlock()
 	if !ok || allocated(rs.cfg.Path) == 0 {
 		return api.Action{}, false
@@ -117,7 +129,7 @@ func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 // every resume, whatever the state was at start-up (CONTRACT §6).
 func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	r.mu.Lock()
-	rs, ok := r.reserves[fs]
+	rs, ok := r.reserveMap()[fs]
 	r.mu.Unlock()
 	if !ok || r.opts.Observe {
 		return
@@ -213,7 +225,10 @@ func removeReserve(path string) error {
 // Shutdown releases the reserve of every filesystem under replace_below, so a box stopped
 // full can start again (a VM whose disk was full at stop could not boot).
 func (r *Reclaimer) Shutdown(ctx context.Context) {
-	for _, rc := range r.opts.Reserves {
+	r.mu.Lock()
+	reserves := slices.Clone(r.opts.Reserves)
+	r.mu.Unlock()
+	for _, rc := range reserves {
 		m, err := r.opts.Measure(ctx, rc.Filesystem)
 		if err != nil || !m.BelowReplace() {
 			continue

@@ -17,22 +17,33 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 	reserve := time.NewTicker(r.opts.ReserveInterval)
 	defer reserve.Stop()
 	nextSize := time.Now().Add(time.Minute) // let start-up settle before walking caches
-	r.reserveTick(ctx)
-	r.tick(ctx)
+	r.holdLoop(ctx, r.reserveTick)
+	r.holdLoop(ctx, r.tick)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-reserve.C:
-			r.reserveTick(ctx)
+			r.holdLoop(ctx, r.reserveTick)
 		case <-poll.C:
-			r.tick(ctx)
+			r.holdLoop(ctx, r.tick)
 			if time.Now().After(nextSize) {
-				r.sizeCaches(ctx)
+				r.holdLoop(ctx, r.sizeCaches)
 				nextSize = time.Now().Add(r.opts.SizeInterval)
 			}
 		}
 	}
+}
+
+// holdLoop runs f holding the loop token (see Reclaimer.loop).
+func (r *Reclaimer) holdLoop(ctx context.Context, f func(context.Context)) {
+	select {
+	case r.loop <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-r.loop }()
+	f(ctx)
 }
 
 // tick measures every watched filesystem: re-arms reserves with room, and runs a

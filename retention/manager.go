@@ -15,11 +15,12 @@ type Manager struct {
 	proc *proc
 	boot string
 
-	mu     sync.Mutex // guards sites, order, runCtx, cancels, wg use
+	mu     sync.Mutex // guards sites, order, runCtx, cancel, done, wg use
 	sites  map[string]*site
 	order  []string
 	runCtx context.Context
 	cancel map[*site]context.CancelFunc
+	done   map[*site]chan struct{} // closed when the site's loop (and its drain) returned
 	wg     sync.WaitGroup
 
 	saveMu sync.Mutex // serialises writes of the sightings document
@@ -39,7 +40,8 @@ func New(opts Options) (*Manager, error) {
 	if err := validateSites(opts.Sites); err != nil {
 		return nil, fmt.Errorf("retention: %w", err)
 	}
-	m := &Manager{opts: opts, sites: map[string]*site{}, cancel: map[*site]context.CancelFunc{}}
+	m := &Manager{opts: opts, sites: map[string]*site{}, cancel: map[*site]context.CancelFunc{},
+		done: map[*site]chan struct{}{}}
 	m.proc = newProc(opts.ProcRoot, opts.CmdlineTimeout)
 	m.boot = m.proc.bootID()
 	doc := m.loadSightings()
@@ -154,24 +156,30 @@ func (m *Manager) Run(ctx context.Context) error {
 
 func (m *Manager) startLocked(s *site) {
 	ctx, cancel := context.WithCancel(m.runCtx)
-	m.cancel[s] = cancel
+	done := make(chan struct{})
+	m.cancel[s], m.done[s] = cancel, done
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		defer close(done)
 		s.run(ctx)
 	}()
 }
 
 // Reconfigure applies a new site list (SIGHUP): new sites start, removed ones stop, and a
-// site whose path is unchanged keeps its index, liveness and first sightings.
+// site whose path is unchanged keeps its index, liveness, first sightings, counters and
+// drain, with its limits (max_age, min_age, max_*, owner, drain rate) changed in place.
+// A site that stops (removed, or its path changed) is waited for before any new site
+// starts: its loop and drain have returned and a prune of it in progress has ended, so
+// two drains of one directory never overlap (a renamed site keeps its path).
 func (m *Manager) Reconfigure(sites []SiteConfig) error {
 	if err := validateSites(sites); err != nil {
 		return fmt.Errorf("retention: %w", err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	next := map[string]*site{}
 	var order []string
+	var starting []*site
 	for _, c := range sites {
 		old := m.sites[c.Name]
 		switch {
@@ -187,21 +195,40 @@ func (m *Manager) Reconfigure(sites []SiteConfig) error {
 		default:
 			s := newSite(m, c, nil)
 			next[c.Name] = s
-			if m.runCtx != nil {
-				m.startLocked(s)
-			}
+			starting = append(starting, s)
 		}
 		order = append(order, c.Name)
 	}
+	var stopping []chan struct{}
+	var stopped []*site
 	for name, s := range m.sites {
 		if next[name] != s {
+			stopped = append(stopped, s)
 			if cancel := m.cancel[s]; cancel != nil {
 				cancel()
+				stopping = append(stopping, m.done[s])
 				delete(m.cancel, s)
+				delete(m.done, s)
 			}
 		}
 	}
 	m.sites, m.order = next, order
+	m.mu.Unlock()
+
+	for _, done := range stopping {
+		<-done
+	}
+	for _, s := range stopped {
+		s.sem <- struct{}{} // a prune in progress ends; later ones find the root closed
+		<-s.sem
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range starting {
+		if m.runCtx != nil && m.sites[s.name] == s && m.cancel[s] == nil {
+			m.startLocked(s)
+		}
+	}
 	return nil
 }
 
