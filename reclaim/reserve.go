@@ -239,7 +239,7 @@ func (r *Reclaimer) Shutdown(ctx context.Context) {
 
 // HasReserves reports whether any filesystem has a reserve file configured: its
 // release is counted under the source "reserve".
-func (r *Reclaimer) HasReserves() bool { return len(r.opts.Reserves) > 0 }
+func (r *Reclaimer) HasReserves() bool { return len(r.reserveMap()) > 0 }
 
 func (r *Reclaimer) ownWrite(path string, bytes int64) {
 	if r.opts.OwnWrite != nil {
