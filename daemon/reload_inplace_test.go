@@ -186,6 +186,7 @@ func TestReloadRaces(t *testing.T) {
 		}()
 	}
 	worker(func() { launch(t, td, `{"need_bytes": 1024}`) })
+	worker(func() { launch(t, td, `{"need_bytes": "62MiB", "deadline": "200ms"}`) }) // refused: sizes what reclaim could free
 	worker(func() {
 		run, err := td.d.current().reclaim.Reclaim(t.Context(), reclaim.Request{Trigger: "manual", DryRun: true})
 		if err == nil {

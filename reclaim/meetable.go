@@ -49,6 +49,8 @@ func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, n
 
 // reclaimable is an upper bound of what the whole ladder could free on m's filesystem.
 func (r *Reclaimer) reclaimable(ctx context.Context, m api.Filesystem) (bytes, files int64, complete bool) {
+	r.settings.RLock() // the launch call holds neither lock nor loop
+	defer r.settings.RUnlock()
 	bytes = r.ReserveBytes(m.Path)
 	if bytes > 0 {
 		files++

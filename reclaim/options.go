@@ -168,6 +168,9 @@ type Reclaimer struct {
 	// loop is held by Run's goroutine while it polls or sizes: Reconfigure takes lock, then
 	// loop, then mu, so every reader of the reloadable settings holds one of the three.
 	loop chan struct{}
+	// settings is held for writing by Reconfigure while it rewrites the reloadable options,
+	// and for reading by callers outside lock and loop that read them (Meetable).
+	settings sync.RWMutex
 
 	lowSeen map[string]bool // filesystems low at the last poll; owned by Run's goroutine
 

@@ -36,6 +36,8 @@ func (r *Reclaimer) Reconfigure(ctx context.Context, opts Options) (bool, error)
 			return false, fmt.Errorf("reclaim settings not reloaded: %w: %w", ErrBusy, ctx.Err())
 		}
 	}
+	r.settings.Lock()
+	defer r.settings.Unlock()
 	r.mu.Lock()
 	old := r.opts.Reserves
 	// Field by field: the hooks and clock stay untouched, so their lock-free readers
