@@ -174,12 +174,14 @@ type Reclaimer struct {
 
 	lowSeen map[string]bool // filesystems low at the last poll; owned by Run's goroutine
 
+	// reserves are the reserve states by filesystem, replaced whole (see reserveMap).
+	reserves atomic.Pointer[map[string]*reserveState]
+
 	mu         sync.Mutex // guards the fields below
 	last       *api.ReclaimRun
 	lastResume *api.ReclaimRun
 	caches     []CacheInfo // last discovery, with sizes from the background sizing
-	reserves   atomic.Pointer[map[string]*reserveState] // by filesystem; see reserveMap
-	orphans    []string // reserve files of an earlier config, removed at the next reserve tick
+	orphans    []string    // reserve files of an earlier config, removed at the next reserve tick
 	counters   Counters
 	rate       rateState
 }

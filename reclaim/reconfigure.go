@@ -49,7 +49,8 @@ func (r *Reclaimer) Reconfigure(ctx context.Context, opts Options) (bool, error)
 	o.Reserves, o.Filesystems, o.Observe = next.Reserves, next.Filesystems, next.Observe
 	r.mu.Unlock()
 	r.loadReserves(r.reserveMap())
-	r.Orphan(&Reclaimer{opts: Options{Reserves: old}}) // removed on the next reserve tick
+	// Reserve files the new config no longer keeps go at the next reserve tick.
+	r.Orphan(&Reclaimer{opts: Options{Reserves: old}})
 	r.discover() // the cache list for status, with the new roots (keeps known sizes)
 	return true, nil
 }
@@ -59,4 +60,3 @@ func reloadable(o Options) []any {
 	return []any{o.Caches, o.AutoCaches, o.Protect, o.MinAge, o.Headroom, o.HeadroomInodes,
 		o.Cooldown, o.MaxRunsPerHour, o.Reserves, o.Filesystems, o.Observe}
 }
-
