@@ -240,7 +240,7 @@ func spaceProblem(fs api.Filesystem, needBytes, needInodes uint64, notes []strin
 		what = append(what, fmt.Sprintf("the call needs %s free", api.FormatSize(needBytes)))
 	}
 	if fs.Files > 0 && fs.FilesFree < needInodes {
-		what = append(what, fmt.Sprintf("the call needs %d free inodes", needInodes))
+		what = append(what, fmt.Sprintf("the call needs %s free inodes", api.FormatCount(needInodes)))
 	}
 	if fs.BelowReplace() {
 		code = api.CodeReplaceSandbox

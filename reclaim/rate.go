@@ -3,6 +3,8 @@ package reclaim
 import (
 	"fmt"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // stateDoc is the name of the reclaim package's document in the state dir.
@@ -55,7 +57,7 @@ func (r *Reclaimer) blockedBy(trigger, fs string) string {
 	if automatic(trigger) {
 		if last, ok := r.rate.LastRun[fs]; ok && now.Sub(last) < r.opts.Cooldown && now.Sub(last) > -r.opts.Cooldown {
 			return fmt.Sprintf("reclaim ran %s ago, within reclaim.cooldown %s: the disk filled again after a purge, replace rather than purge again",
-				now.Sub(last).Round(time.Second), r.opts.Cooldown)
+				api.FormatDuration(now.Sub(last)), api.FormatDuration(r.opts.Cooldown))
 		}
 	}
 	n := 0

@@ -20,7 +20,7 @@ import (
 func exitsDaemon(t *testing.T) (sock, mnt string) {
 	t.Helper()
 	mnt = testenv.Tmpfs(t, 16<<20, 0)
-	for _, d := range []string{"a", "b", "cache"} {
+	for _, d := range []string{"a", "b", "cache", "tool"} {
 		os.Mkdir(filepath.Join(mnt, d), 0o755)
 	}
 	_, sock, _ = serveDaemon(t, openTempDir(t), fmt.Sprintf(`[[site]]
@@ -41,7 +41,12 @@ required = false
 [[reclaim.cache]]
 name = "pkgs"
 path = %q
-`, filepath.Join(mnt, "a"), filepath.Join(mnt, "b"), mnt, filepath.Join(mnt, "nomount"), filepath.Join(mnt, "cache")))
+[[reclaim.cache]]
+name = "broken-tool"
+path = %q
+command = ["/bin/false"]
+`, filepath.Join(mnt, "a"), filepath.Join(mnt, "b"), mnt, filepath.Join(mnt, "nomount"), filepath.Join(mnt, "cache"),
+		filepath.Join(mnt, "tool")))
 	return sock, mnt
 }
 
@@ -106,6 +111,24 @@ func TestExitStatusPerRow(t *testing.T) {
 	for _, f := range kept {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("%s is gone after the rows (a refusal or a dry run deleted it): %v", f, err)
+		}
+	}
+
+	// A disk full of user data: reclaim climbs the ladder, the broken tool's gc command
+	// fails (exit 1), and resume answers replace (exit 10); check is CRITICAL (2).
+	testenv.Fill(filepath.Join(mnt, "userdata"), 1<<30)
+	for _, row := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"reclaim"}, 1, "failed    command"},
+		{[]string{"resume"}, 10, "verdict: replace"},
+		{[]string{"check"}, 2, "SANDBOXD CRITICAL"},
+	} {
+		r := sandboxd(t, env, row.args...)
+		if r.code != row.code || !strings.Contains(r.stdout, row.out) {
+			t.Errorf("full disk: sandboxd %s: exit %d (want %d)\n%s%s", strings.Join(row.args, " "), r.code, row.code, r.stdout, r.stderr)
 		}
 	}
 }
