@@ -3,7 +3,6 @@ package daemon
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -41,43 +40,5 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	if len(described) != len(d.Routes()) {
 		t.Errorf("openapi describes %d operations, the server has %d routes", len(described), len(d.Routes()))
-	}
-}
-
-// TestDependencyDirection keeps STYLE's layering: api and client import no Prometheus,
-// procfs, fsnotify or go-systemd; client imports only api of this module; nothing but
-// cmd imports daemon.
-func TestDependencyDirection(t *testing.T) {
-	deps := func(pkg string) []string {
-		out, err := exec.Command("go", "list", "-deps", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		return strings.Fields(string(out))
-	}
-	banned := []string{"github.com/prometheus/", "github.com/fsnotify/", "github.com/coreos/go-systemd", "github.com/hanwen/go-fuse"}
-	for _, pkg := range []string{"github.com/sandboxd/sandboxd/api", "github.com/sandboxd/sandboxd/client"} {
-		for _, d := range deps(pkg) {
-			for _, b := range banned {
-				if strings.HasPrefix(d, b) {
-					t.Errorf("%s depends on %s", pkg, d)
-				}
-			}
-			if strings.HasPrefix(d, "github.com/sandboxd/sandboxd/") && d != pkg && d != "github.com/sandboxd/sandboxd/api" {
-				t.Errorf("%s depends on %s (only api is allowed)", pkg, d)
-			}
-		}
-	}
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/sandboxd/sandboxd/...").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		for _, imp := range f[1:] {
-			if imp == "github.com/sandboxd/sandboxd/daemon" && !strings.HasPrefix(f[0], "github.com/sandboxd/sandboxd/cmd/") {
-				t.Errorf("%s imports daemon; only cmd may", f[0])
-			}
-		}
 	}
 }
