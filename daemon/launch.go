@@ -147,6 +147,12 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	if pr.Problem != "" {
 		notes = append(notes, "site not cleaned: "+pr.Problem)
 	}
+	// The call still answers (a launcher must not break over sandboxd's config), but a
+	// site that is not cleaned at all (its root a symlink, unsafe, or inside a protected
+	// path: issue 9) is a warning too, so a launcher that prints warnings shows it.
+	if site.Problem != nil && *site.Problem != retention.NotScanned {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("site %s is not cleaned: %s", name, *site.Problem))
+	}
 	return notes, nil
 }
 

@@ -57,6 +57,9 @@ type site struct {
 // notScanned is the problem of a site before its first scan (not a condition).
 const notScanned = "not scanned yet"
 
+// NotScanned is the Problem a site's status shows before its first scan: not a fault.
+const NotScanned = notScanned
+
 // sighting is what a job's pid file named when sandboxd first saw it (CONTRACT §8).
 type sighting struct {
 	Pid   int32  `json:"pid"`

@@ -59,5 +59,10 @@ func runLaunch(ctx context.Context, inv *invocation, req api.LaunchRequest) int 
 	if resp.Advice != nil {
 		fmt.Fprintf(inv.stderr, "sandboxd: advice: %s: %s\n", *resp.Advice, resp.Detail)
 	}
+	// Warnings (a site that is not cleaned, fields this daemon ignored) go to stderr even
+	// on success: the launch goes on, and the person reading its log sees why.
+	for _, w := range resp.Warnings {
+		fmt.Fprintf(inv.stderr, "sandboxd: warning: %s\n", w)
+	}
 	return exitOK
 }
