@@ -27,7 +27,17 @@ func (fs Filesystem) Fingerprint() string {
 	if fs.Stale {
 		s += " (figures are stale: statfs is not answering)"
 	}
-	return s
+	return s + SizedBy(fs.SizeSetting)
+}
+
+// SizedBy is the clause that ends every message about a filesystem whose size_setting is
+// set, so a full disk says where to grow it: "; this disk is sized by
+// [openshell.drivers.vm] overlay_disk_mib" ("" when not set).
+func SizedBy(setting string) string {
+	if setting == "" {
+		return ""
+	}
+	return "; this disk is sized by " + setting
 }
 
 // Used is the share of the filesystem in use as df's "Use%" counts it: UsedRatio, or,

@@ -24,6 +24,7 @@ type Filesystem struct {
 	ReclaimThresholdFiles uint64    `json:"reclaim_threshold_inodes"`
 	ReplaceThresholdFiles uint64    `json:"replace_threshold_inodes"`
 	ReserveBytes          uint64    `json:"reserve_bytes"`
+	SizeSetting           string    `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
 	Stale                 bool      `json:"stale"`
 	Error                 string    `json:"error,omitempty"`
 	SampledAt             time.Time `json:"sampled_at"`
@@ -171,6 +172,7 @@ type Status struct {
 	APIVersion  int          `json:"api_version"`
 	Features    []string     `json:"features"`
 	Mode        string       `json:"mode"`
+	Offline     bool         `json:"offline"` // [reclaim] offline: caches only a download refills are kept at rung 2
 	Version     string       `json:"version"`
 	StartedAt   time.Time    `json:"started_at"`
 	Ready       bool         `json:"ready"`

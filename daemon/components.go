@@ -115,7 +115,7 @@ func (d *Daemon) pressureOptions(cfg *config.Config) pressure.Options {
 		fss = append(fss, pressure.FSConfig{
 			Path: f.Path, ReclaimBelow: f.ReclaimBelow, ReplaceBelow: f.ReplaceBelow,
 			ReclaimBelowInodes: f.ReclaimBelowInodes, ReplaceBelowInodes: f.ReplaceBelowInodes,
-			WarnTimeToFull: f.WarnTimeToFull,
+			WarnTimeToFull: f.WarnTimeToFull, SizeSetting: f.SizeSetting,
 		})
 	}
 	return pressure.Options{
@@ -214,7 +214,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclai
 		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, d.current().sites, dry) },
 		SiteUsage:   func() (int64, int64) { return siteUsage(d.current().sites) },
 		MarkReplace: pw.MarkReplace,
-		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
+		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Offline: cfg.Reclaim.Offline, Now: d.now,
 		Events: d.events.Record, Logger: d.logger.With("component", "reclaim"),
 	}
 }

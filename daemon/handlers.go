@@ -53,6 +53,7 @@ func (d *Daemon) Status() api.Status {
 		APIVersion:  api.Version,
 		Features:    d.features(),
 		Mode:        d.config().Server.Mode,
+		Offline:     c.reclaim.Offline(),
 		Version:     d.opts.Version,
 		StartedAt:   d.started,
 		Ready:       c.ready(),

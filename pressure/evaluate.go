@@ -70,7 +70,13 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 		repl.reason = "AboveReplaceThresholds"
 		repl.message = fmt.Sprintf("%s, at or above filesystem.replace_below %s", space, api.FormatSize(r.replace))
 	}
-	return append(out, repl)
+	out = append(out, repl)
+	if f.SizeSetting != "" {
+		for i := range out {
+			out[i].message += api.SizedBy(f.SizeSetting)
+		}
+	}
+	return out
 }
 
 // fillingUp is DiskFillingUp: the predicted time to full is under warn_time_to_full, gated

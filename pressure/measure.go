@@ -116,7 +116,7 @@ func (w *Watcher) MarkReplace(path, reason string) {
 	msg := fmt.Sprintf("reclaim cannot keep %s healthy: %s: replace the sandbox", subject, reason)
 	if fig, ok := w.Filesystem(subject); ok && !fig.SampledAt.IsZero() {
 		msg = fmt.Sprintf("%s has %s free of %s (%d%% used); reclaim cannot keep it healthy: %s: replace the sandbox",
-			subject, api.FormatSize(fig.AvailBytes), api.FormatSize(fig.SizeBytes), percent(fig.UsedRatio), reason)
+			subject, api.FormatSize(fig.AvailBytes), api.FormatSize(fig.SizeBytes), percent(fig.UsedRatio), reason) + api.SizedBy(fig.SizeSetting)
 	}
 	w.mu.Lock()
 	ev, ok := w.conds.observe(now, signal{

@@ -17,6 +17,9 @@ type FSConfig struct {
 	// ReclaimBelowInodes and ReplaceBelowInodes are inode thresholds (count or percent of
 	// f_files). They do not apply to a filesystem with no inode limit (f_files == 0).
 	ReclaimBelowInodes, ReplaceBelowInodes units.Threshold
+	// SizeSetting names what sizes this disk (free text, "" = none); every message about
+	// the filesystem ends with it, so a full disk says where to grow it.
+	SizeSetting string
 	// WarnTimeToFull raises DiskFillingUp when the predicted time to full is shorter.
 	// Zero disables the prediction condition.
 	WarnTimeToFull time.Duration

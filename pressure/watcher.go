@@ -57,7 +57,7 @@ func New(opts Options) *Watcher {
 	for _, c := range opts.Filesystems {
 		c.Path = cleanPath(c.Path)
 		fs := &fsState{cfg: c, growth: newGrowth(opts.GrowthWindow, opts.SampleInterval)}
-		fs.fig = api.Filesystem{Path: c.Path}
+		fs.fig = api.Filesystem{Path: c.Path, SizeSetting: c.SizeSetting}
 		w.fss = append(w.fss, fs)
 	}
 	return w
@@ -203,7 +203,7 @@ func (w *Watcher) record(c *call) {
 // apply turns a call's bare figures into fs's figures, growth, thresholds and conditions.
 func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	f := c.fig
-	f.Path = fs.cfg.Path
+	f.Path, f.SizeSetting = fs.cfg.Path, fs.cfg.SizeSetting
 	now := f.SampledAt
 	fs.growth.add(now, f.AvailBytes)
 	rate := fs.growth.rate(now)

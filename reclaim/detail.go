@@ -16,6 +16,9 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 	if len(run.Actions) > 0 || run.Verdict != api.VerdictHealthy {
 		parts = append(parts, describeFreed(run))
 	}
+	if kept := keptOfflineNames(run); kept != "" {
+		parts = append(parts, "kept "+kept+" (reclaim.offline: only a download refills them)")
+	}
 	m := f.cur
 	switch {
 	case run.Verdict == api.VerdictHealthy:
@@ -98,4 +101,17 @@ func describeFreed(run *api.ReclaimRun) string {
 		s += "; failed: " + strings.Join(failed, ", ")
 	}
 	return s
+}
+
+// keptOfflineNames lists, once each, the caches the run kept because reclaim.offline is set.
+func keptOfflineNames(run *api.ReclaimRun) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, a := range run.Actions {
+		if a.Error == offlineKept && !seen[a.Source] {
+			seen[a.Source] = true
+			names = append(names, a.Source)
+		}
+	}
+	return strings.Join(names, ", ")
 }

@@ -36,38 +36,41 @@ type kind struct {
 	// modDirs: entries are the first directories whose name holds '@' (Go module cache).
 	modDirs      bool
 	makeWritable bool
-	tool         string   // the program the commands need
-	gc, wipe     []string // argv; "{root}" is replaced by the cache root
-	env          func(root, home string) []string
+	// download: only a download refills it (a package cache, not a build output), so
+	// with [reclaim] offline = true it stops at rung 2 (CONTRACT §6).
+	download bool
+	tool     string   // the program the commands need
+	gc, wipe []string // argv; "{root}" is replaced by the cache root
+	env      func(root, home string) []string
 }
 
 var kinds = []*kind{
-	{name: "pnpm", roots: []string{".local/share/pnpm/store", ".pnpm-store"}, patterns: []string{"v*/files/*/*"}, filesOnly: true,
+	{name: "pnpm", download: true, roots: []string{".local/share/pnpm/store", ".pnpm-store"}, patterns: []string{"v*/files/*/*"}, filesOnly: true,
 		tool: "pnpm", gc: []string{"pnpm", "store", "prune", "--store-dir", "{root}"},
 		env: func(root, _ string) []string { return []string{"npm_config_store_dir=" + root} }},
-	{name: "npm", roots: []string{".npm/_cacache"}, patterns: []string{"content-v2/*/*/*/*", "index-v5/*/*/*"}, filesOnly: true,
+	{name: "npm", download: true, roots: []string{".npm/_cacache"}, patterns: []string{"content-v2/*/*/*/*", "index-v5/*/*/*"}, filesOnly: true,
 		tool: "npm", gc: []string{"npm", "cache", "verify"}, wipe: []string{"npm", "cache", "clean", "--force"},
 		env: func(root, _ string) []string {
 			return []string{"npm_config_cache=" + filepath.Dir(root), "npm_config_update_notifier=false"}
 		}},
-	{name: "yarn", roots: []string{".cache/yarn"}, patterns: []string{"v*/*"},
+	{name: "yarn", download: true, roots: []string{".cache/yarn"}, patterns: []string{"v*/*"},
 		tool: "yarn", wipe: []string{"yarn", "cache", "clean"},
 		env: func(root, _ string) []string { return []string{"YARN_CACHE_FOLDER=" + root} }},
-	{name: "pip", roots: []string{".cache/pip"}, patterns: []string{"http/**", "http-v2/**", "wheels/**"}, filesOnly: true,
+	{name: "pip", download: true, roots: []string{".cache/pip"}, patterns: []string{"http/**", "http-v2/**", "wheels/**"}, filesOnly: true,
 		tool: "pip", wipe: []string{"pip", "cache", "purge"},
 		env: func(root, _ string) []string {
 			return []string{"PIP_CACHE_DIR=" + root, "PIP_DISABLE_PIP_VERSION_CHECK=1"}
 		}},
-	{name: "uv", roots: []string{".cache/uv"}, patterns: []string{"*/*"},
+	{name: "uv", download: true, roots: []string{".cache/uv"}, patterns: []string{"*/*"},
 		tool: "uv", gc: []string{"uv", "cache", "prune"}, wipe: []string{"uv", "cache", "clean"},
 		env: func(root, _ string) []string { return []string{"UV_CACHE_DIR=" + root} }},
 	{name: "go-build", roots: []string{".cache/go-build"}, patterns: []string{"[0-9a-f][0-9a-f]/*"}, filesOnly: true,
 		tool: "go", wipe: []string{"go", "clean", "-cache"}, env: goEnv("GOCACHE")},
-	{name: "go-mod", roots: []string{"go/pkg/mod"}, patterns: []string{"cache/download/**"}, filesOnly: true, modDirs: true, makeWritable: true,
+	{name: "go-mod", download: true, roots: []string{"go/pkg/mod"}, patterns: []string{"cache/download/**"}, filesOnly: true, modDirs: true, makeWritable: true,
 		tool: "go", wipe: []string{"go", "clean", "-modcache"}, env: goEnv("GOMODCACHE")},
-	{name: "cargo", roots: []string{".cargo/registry/cache"}, patterns: []string{"*/*"}},
-	{name: "cargo-src", roots: []string{".cargo/registry/src"}, patterns: []string{"*/*"}},
-	{name: "apt", patterns: []string{"*.deb"}, filesOnly: true,
+	{name: "cargo", download: true, roots: []string{".cargo/registry/cache"}, patterns: []string{"*/*"}},
+	{name: "cargo-src", download: true, roots: []string{".cargo/registry/src"}, patterns: []string{"*/*"}},
+	{name: "apt", download: true, patterns: []string{"*.deb"}, filesOnly: true,
 		tool: "apt-get", gc: []string{"apt-get", "-o", "Dir::Cache::archives={root}", "autoclean"},
 		wipe: []string{"apt-get", "-o", "Dir::Cache::archives={root}", "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache=", "clean"}},
 }

@@ -181,6 +181,10 @@ func (r *Reclaimer) rungEntries(ctx context.Context, f *fsRun, lr *ladderRun) {
 	cutoff := r.opts.Now().Add(-r.opts.MinAge)
 	var all []*entry
 	for _, c := range lr.caches {
+		if r.keptOffline(c) {
+			f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped, Error: offlineKept})
+			continue
+		}
 		if c.Ladder == LadderGC || r.idle(c) != "" {
 			continue // a busy tool's files stay: deleting under a running install breaks it
 		}
@@ -214,7 +218,7 @@ func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun) {
 		if f.satisfied() || ctx.Err() != nil || f.err != nil {
 			return
 		}
-		if c.Ladder != LadderAll || r.idle(c) != "" {
+		if c.Ladder != LadderAll || r.keptOffline(c) || r.idle(c) != "" {
 			continue
 		}
 		o := lr.open(c)
@@ -274,3 +278,14 @@ func (r *Reclaimer) deleteWhole(ctx context.Context, f *fsRun, lr *ladderRun, c 
 	}
 	f.remeasure(ctx, u.Bytes, u.Files+u.Dirs)
 }
+
+// offlineKept is the reason on the skipped action of a cache kept by [reclaim] offline.
+const offlineKept = "kept: reclaim.offline is set and only a download refills this cache"
+
+// keptOffline reports whether c stops at rung 2 because the sandbox is offline.
+func (r *Reclaimer) keptOffline(c *cache) bool {
+	return r.opts.Offline && c.kind != nil && c.kind.download
+}
+
+// Offline reports whether [reclaim] offline is in force.
+func (r *Reclaimer) Offline() bool { return r.opts.Offline }

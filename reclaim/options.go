@@ -77,9 +77,13 @@ type Options struct {
 	MarkReplace func(fsPath, reason string)
 	State       *state.Store
 	Observe     bool
-	Now         func() time.Time
-	Events      func(api.Event)
-	Logger      *slog.Logger
+	// Offline ([reclaim] offline): the sandbox cannot download, so caches that only a
+	// download refills stop at rung 2 (their own gc); build outputs and site entries are
+	// still reclaimed.
+	Offline bool
+	Now     func() time.Time
+	Events  func(api.Event)
+	Logger  *slog.Logger
 	// CommandTimeout bounds each gc or wipe command (default 2m); its process group is
 	// killed at the timeout.
 	CommandTimeout time.Duration

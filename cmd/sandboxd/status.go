@@ -80,6 +80,9 @@ func statusHeader(w io.Writer, st *api.Status, now time.Time) {
 		mode += " (computes and reports, changes nothing)"
 	}
 	fmt.Fprintf(w, "sandboxd %s  mode %s  api v%d\n", st.Version, mode, st.APIVersion)
+	if st.Offline {
+		fmt.Fprintln(w, "offline: caches only a download refills are kept at their own gc (reclaim.offline)")
+	}
 	if !st.State.Persistent {
 		fmt.Fprintf(w, "state: in memory only (%s)\n", st.State.Error)
 	}
@@ -105,6 +108,9 @@ func statusFilesystems(w io.Writer, st *api.Status, now time.Time) {
 		fmt.Fprintf(w, "  %-20s %s; %s%s\n", "", inodes, growth, full)
 		fmt.Fprintf(w, "  %-20s %s %s, reclaim below %s, replace below %s\n", "", f.FSType, f.Mountpoint,
 			size(f.ReclaimThresholdBytes), size(f.ReplaceThresholdBytes))
+		if f.SizeSetting != "" {
+			fmt.Fprintf(w, "  %-20s this disk is sized by %s\n", "", f.SizeSetting)
+		}
 		if f.Stale {
 			fmt.Fprintf(w, "  %-20s STALE: statfs is not answering; figures are from %s\n", "", ago(f.SampledAt, now))
 		}

@@ -84,6 +84,7 @@ type Filesystem struct {
 	Reserve            api.Size        `toml:"reserve"`      // 0 disables the reserve file
 	ReservePath        string          `toml:"reserve_path"` // "" = chosen by the daemon
 	WarnTimeToFull     time.Duration   `toml:"warn_time_to_full"`
+	SizeSetting        string          `toml:"size_setting"` // free text: what sizes this disk, named in messages
 }
 
 // Site is one [[site]] entry: a launcher's write site and its retention.
@@ -107,6 +108,7 @@ type Reclaim struct {
 	Cooldown       time.Duration   `toml:"cooldown"`
 	MaxRunsPerHour int64           `toml:"max_runs_per_hour"`
 	LeadTime       time.Duration   `toml:"lead_time"`
+	Offline        bool            `toml:"offline"` // caches only a download refills stop at rung 2
 	Caches         []Cache         `toml:"cache"`
 }
 

@@ -67,6 +67,7 @@ func Marshal(c *Config) ([]byte, error) {
 		w.kv("reserve", fmtSize(f.Reserve))
 		w.kv("reserve_path", w.str(f.ReservePath))
 		w.kv("warn_time_to_full", fmtDuration(f.WarnTimeToFull))
+		w.kv("size_setting", w.str(f.SizeSetting))
 	}
 
 	for _, st := range c.Sites {
@@ -90,6 +91,7 @@ func Marshal(c *Config) ([]byte, error) {
 	w.kv("cooldown", fmtDuration(r.Cooldown))
 	w.kv("max_runs_per_hour", strconv.FormatInt(r.MaxRunsPerHour, 10))
 	w.kv("lead_time", fmtDuration(r.LeadTime))
+	w.kv("offline", strconv.FormatBool(r.Offline))
 	if len(r.Caches) == 0 {
 		w.kv("cache", "[]")
 	}

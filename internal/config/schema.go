@@ -79,6 +79,7 @@ func filesystemFields(f *Filesystem) []field {
 		{"reserve", size(&f.Reserve)},
 		{"reserve_path", pathStr(&f.ReservePath)},
 		{"warn_time_to_full", duration(&f.WarnTimeToFull)},
+		{"size_setting", str(&f.SizeSetting)},
 	}
 }
 
@@ -104,6 +105,7 @@ func reclaimFields(r *Reclaim) []field {
 		{"cooldown", duration(&r.Cooldown)},
 		{"max_runs_per_hour", integer(&r.MaxRunsPerHour)},
 		{"lead_time", duration(&r.LeadTime)},
+		{"offline", boolean(&r.Offline)},
 		{"cache", entries(&r.Caches, DefaultCache, cacheFields, "name", "path")},
 	}
 }
