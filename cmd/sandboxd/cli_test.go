@@ -180,3 +180,38 @@ func TestVersionForms(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigFlagPositions: --config, before or after serve or config check, as --config F
+// or --config=F, names the file read (a missing one is exit 78 naming it; no daemon runs).
+func TestConfigFlagPositions(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.toml")
+	for _, args := range [][]string{
+		{"--config", missing, "serve"},
+		{"--config=" + missing, "serve"},
+		{"serve", "--config", missing},
+		{"serve", "--config=" + missing},
+		{"--config", missing, "config", "check"},
+		{"config", "--config=" + missing, "check"},
+		{"config", "check", "--config", missing},
+		{"config", "check", missing},
+	} {
+		r := sandboxd(t, nil, args...)
+		if r.code != 78 || !strings.Contains(r.stderr, missing) {
+			t.Errorf("sandboxd %s: exit %d, stderr %q; want 78 naming the file", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	good := filepath.Join(t.TempDir(), "good.toml")
+	os.WriteFile(good, []byte(sandboxd(t, nil, "config", "default").stdout), 0o644)
+	r := sandboxd(t, nil, "--json", "--config", good, "config", "check")
+	var v struct {
+		File     string
+		OK       bool
+		Problems []string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil || !v.OK || v.File != good || v.Problems == nil {
+		t.Errorf("config check --json of the default: exit %d %v %s", r.code, err, r.stdout)
+	}
+	if r := sandboxd(t, nil, "config", "check", "--config", good, missing); r.code != 64 {
+		t.Errorf("config check with FILE and a different --config: exit %d, want 64", r.code)
+	}
+}
