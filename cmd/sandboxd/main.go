@@ -34,8 +34,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// commands is the command table: one entry per command, each defined in its own file.
-// Help, global flags and usage errors come with the entry (cli.go).
+// commands is the command table: one entry per command, each defined in its own file
+// (statusCommand in status.go, ...). Help, global flags before or after the command,
+// "did you mean" and exit 64 for usage errors come with the entry (cli.go, help.go). A
+// command with subcommands lists them in subs (deflt names the one run when none is
+// given); positional arguments are bounded by minArgs/maxArgs; rawArgs passes everything
+// after the first argument on untouched (a command to run). table_test.go has a jobs- and
+// run-shaped example.
 func commands() []*command {
 	return []*command{
 		serveCommand(),
@@ -63,9 +68,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Hidden: the child process that probes one FUSE mount for the daemon.
 		return mountwatch.ProbeMain(args[1:], stdout)
 	}
+	return dispatch(rootCommand(), args, stdout, stderr)
+}
+
+// dispatch runs the command of root's table that args name.
+func dispatch(root *command, args []string, stdout, stderr io.Writer) int {
 	g := &globals{}
-	root := rootCommand()
-	cmd, full := root, "sandboxd"
+	cmd, full := root, root.name
 	for len(cmd.subs) > 0 {
 		fs := flagSetFor(full, g, cmd == root)
 		r, err := parseLevel(fs, args, true)
@@ -150,21 +159,4 @@ func unknownCommand(stderr io.Writer, full, name string, parent *command) int {
 	}
 	fmt.Fprintf(stderr, "Run '%s --help' for the commands.\n", full)
 	return exitUsage
-}
-
-// helpCommand is `sandboxd help [COMMAND [SUBCOMMAND]]`.
-func helpCommand() *command {
-	return &command{name: "help", summary: "help about any command", args: "[COMMAND [SUBCOMMAND]]", maxArgs: -1,
-		run: func(ctx context.Context, inv *invocation) int {
-			c, full := rootCommand(), "sandboxd"
-			for _, name := range inv.args {
-				next := c.sub(name)
-				if next == nil {
-					return unknownCommand(inv.stderr, full, name, c)
-				}
-				c, full = next, full+" "+name
-			}
-			printHelp(inv.stdout, full, c, inv.g)
-			return exitOK
-		}}
 }
