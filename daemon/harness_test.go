@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // testDaemon is a daemon running on a socket in a temp dir, stopped at cleanup.
@@ -140,11 +141,5 @@ func testLogger(t testing.TB) *slog.Logger {
 // poll waits until f is true or fails the test after timeout.
 func poll(t testing.TB, timeout time.Duration, what string, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, what, f)
 }

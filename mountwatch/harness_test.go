@@ -201,13 +201,14 @@ func (f *fixture) mountState(name string) api.Mount {
 // waitFor polls cond for up to 30 s.
 func (f *fixture) waitFor(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s; snapshot %+v", what, f.w.Snapshot())
+	waited := false
+	defer func() {
+		if !waited { // Eventually failed the test: show what the watcher saw by then
+			f.t.Logf("snapshot when the wait ended: %+v", f.w.Snapshot())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.Eventually(f.t, 30*time.Second, what, cond)
+	waited = true
 }
 
 func (f *fixture) waitState(name, state string) api.Mount {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // fakeClock is the injected clock tests move by hand.
@@ -85,11 +86,5 @@ func cond(t *testing.T, w *Watcher, typ, subject string) api.Condition {
 // poll waits up to 30 s for ok, failing with what.
 func poll(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, what, ok)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/state"
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // jobSuffixes are the seven entries a launcher leaves per command; the last is a directory.
@@ -171,13 +172,7 @@ func (h *harness) stop() {
 // waitFor polls cond for up to a generous minute: no timed assertions, only patience.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 60*time.Second, what, cond)
 }
 
 func exists(dir, name string) bool {

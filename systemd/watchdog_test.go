@@ -16,13 +16,7 @@ import (
 // waitFor polls cond with a generous deadline: the machine may be loaded.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, what, cond)
 }
 
 func TestWatchdogPingsOnlyWhileFresh(t *testing.T) {
