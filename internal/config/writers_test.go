@@ -5,19 +5,21 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 func TestWriters(t *testing.T) {
 	root, err := user.Lookup("root")
 	if err != nil {
-		t.Skip("no root user in the user database")
+		testenv.Unavailable(t, "no root user in the user database")
 	}
 	if root.Uid != "0" {
-		t.Skip("root is not uid 0 here")
+		testenv.Unavailable(t, "root is not uid 0 here")
 	}
 	g, err := user.LookupGroup("root")
 	if err != nil || g.Gid != "0" {
-		t.Skip("no root group with gid 0")
+		testenv.Unavailable(t, "no root group with gid 0")
 	}
 	c := mustParse(t, "[server]\nwriters = [\"uid:1000\", \"gid:100\", \"user:root\", \"group:root\"]\n")
 	uids, gids, err := c.Writers()

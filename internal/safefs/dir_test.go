@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // A Dir reaches only its own direct entries: no nested names, no "..", no symlinked dir.
@@ -232,7 +234,7 @@ func TestRemoveDirOnWhatIsNotADirectory(t *testing.T) {
 	if hashTree(t, out) != before {
 		t.Fatal("outside changed")
 	}
-	if os.Geteuid() != 0 {
+	if !testenv.HasRoot(t) {
 		return
 	}
 	mnt := filepath.Join(root, "mnt")

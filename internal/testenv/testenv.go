@@ -25,6 +25,20 @@ func RequireRoot(t testing.TB) {
 	t.Skip("skipping: this test needs root (tmpfs mounts, FUSE, other uids); run as root or under CI=true")
 }
 
+// HasRoot is for a test whose last part needs root: true as root; otherwise it logs that
+// the part is left out and returns false, or, under CI=true, fails t.
+func HasRoot(t testing.TB) bool {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return true
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the rest of this test needs root and CI=true forbids leaving it out")
+	}
+	t.Log("not root: the part of this test that needs root is left out")
+	return false
+}
+
 // RequireCommand skips (or under CI=true fails) when a program the test drives is absent.
 func RequireCommand(t testing.TB, name string) string {
 	t.Helper()
@@ -37,6 +51,18 @@ func RequireCommand(t testing.TB, name string) string {
 	}
 	t.Skipf("skipping: %s not installed (make deps installs it)", name)
 	return ""
+}
+
+// Unavailable skips t because the machine lacks what it needs (the message says what),
+// or, under CI=true, where the machine is set up for every test, fails it: no test is
+// skipped quietly in CI.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s; CI=true forbids skipping", msg)
+	}
+	t.Skip("skipping: " + msg)
 }
 
 // Tmpfs mounts a tmpfs of size bytes and at most inodes inodes (0: kernel default) on a
