@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -11,12 +13,12 @@ var (
 	descReclaimBytes   = desc("sandboxd_reclaim_freed_bytes_total", "Bytes freed by reclaim, by source.", "source")
 	descReclaimFiles   = desc("sandboxd_reclaim_freed_files_total", "Files freed by reclaim, by source.", "source")
 	descReclaimActions = desc("sandboxd_reclaim_actions_total", "Reclaim actions by kind and status.", "kind", "status")
-	descMountHealthy   = desc("sandboxd_mount_healthy", "1 while the mount probes healthy.", "mount", "mountpoint", "fstype")
+	descMountHealthy   = desc("sandboxd_mount_healthy", "1 while the mount probes healthy; required is the mount's required setting, so only required mounts page.", "mount", "mountpoint", "fstype", "required")
 	descMountProbe     = desc("sandboxd_mount_probe_duration_seconds", "Duration of mount probes.", "mount")
 	descMountFailures  = desc("sandboxd_mount_failures_total", "Failed probe rounds by state.", "mount", "state")
 	descMountRemounts  = desc("sandboxd_mount_remounts_total", "Remounts by result.", "mount", "result")
 	descMountUnhealthy = desc("sandboxd_mount_unhealthy_seconds_total", "Seconds the mount spent unhealthy.", "mount")
-	descMountCredExp   = desc("sandboxd_mount_credential_expiry_timestamp_seconds", "When the mount's credential expires.", "mount")
+	descMountCredExp   = desc("sandboxd_mount_credential_expiry_timestamp_seconds", "When the mount's credential expires.", "mount", "required")
 	descMountRefreshes = desc("sandboxd_mount_credential_refreshes_total", "Credential refreshes by result.", "mount", "result")
 )
 
@@ -62,10 +64,10 @@ func (c *snapshotCollector) collectMounts(ch chan<- prometheus.Metric, comps *co
 	snap := comps.mounts.Snapshot()
 	for _, m := range snap {
 		if m.LastProbeAt != nil || m.State == api.MountMissing {
-			gauge(descMountHealthy, b2f(m.State == api.MountHealthy), m.Name, m.Path, m.FSType)
+			gauge(descMountHealthy, b2f(m.State == api.MountHealthy), m.Name, m.Path, m.FSType, strconv.FormatBool(m.Required))
 		}
 		if m.CredentialExpiresAt != nil {
-			gauge(descMountCredExp, float64(m.CredentialExpiresAt.UnixNano())/1e9, m.Name)
+			gauge(descMountCredExp, float64(m.CredentialExpiresAt.UnixNano())/1e9, m.Name, strconv.FormatBool(m.Required))
 		}
 	}
 	mc := comps.mounts.Counters()

@@ -207,6 +207,16 @@ func TestMountRefreshKeepsLaunchOpen(t *testing.T) {
 	if m.State != api.MountHealthy || m.CredentialExpiresAt == nil || m.RemountsTotal != 0 {
 		t.Fatalf("mount after the refreshes: %+v", m)
 	}
+	// The mount series carry required, so only required mounts page (the alert rules).
+	_, _, body := td.do(t, "GET", "/metrics", "")
+	for _, re := range []string{
+		`(?m)^sandboxd_mount_healthy\{fstype="[^"]*",mount="agent",mountpoint="` + regexp.QuoteMeta(mnt) + `",required="true"\} 1$`,
+		`(?m)^sandboxd_mount_credential_expiry_timestamp_seconds\{mount="agent",required="true"\} \S+$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("/metrics has no line matching %s", re)
+		}
+	}
 }
 
 // TestMountStaticCredentialsRemounted (issue 5 b): static keys expire, the mount answers

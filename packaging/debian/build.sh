@@ -73,6 +73,7 @@ install -d -m 0755 "$pkg/etc/sandboxd"
 	> "$pkg/etc/sandboxd/sandboxd.toml"
 "$src/sandboxd" config check "$pkg/etc/sandboxd/sandboxd.toml" >/dev/null
 install -D -m 0644 "$top/packaging/prometheus/sandboxd-alerts.yml" "$pkg/usr/share/sandboxd/prometheus/sandboxd-alerts.yml"
+install -D -m 0644 "$top/packaging/grafana/sandboxd.json" "$pkg/usr/share/sandboxd/grafana/sandboxd.json"
 install -d -m 0755 "$pkg/usr/share/doc/sandboxd"
 install -m 0644 "$top/README.md" "$pkg/usr/share/doc/sandboxd/README.md"
 for d in api config operations; do install -m 0644 "$top/docs/$d.md" "$pkg/usr/share/doc/sandboxd/$d.md"; done

@@ -137,7 +137,7 @@ func TestPackageContents(t *testing.T) {
 		"drwxr-xr-x root/root         0 ", // the root entry, checked below by name
 		"./usr/bin/sandboxd", "./usr/lib/systemd/system/sandboxd.service", "./usr/lib/systemd/system/sandboxd.socket",
 		"./usr/share/man/man1/sandboxd.1.gz", "./usr/share/doc/sandboxd/copyright", "./usr/share/doc/sandboxd/changelog.gz",
-		"./usr/share/sandboxd/prometheus/sandboxd-alerts.yml",
+		"./usr/share/sandboxd/prometheus/sandboxd-alerts.yml", "./usr/share/sandboxd/grafana/sandboxd.json",
 	} {
 		if !strings.Contains(contents, want) {
 			t.Errorf("package contents lack %q:\n%s", want, contents)
