@@ -104,7 +104,7 @@ func (c *Client) unreachable(err error) error {
 	switch {
 	case notASocket(sock) != "":
 		reason = notASocket(sock)
-	case errors.Is(err, syscall.ENOENT):
+	case errors.Is(err, syscall.ENOENT), !exists(sock):
 		reason = "no socket (is the daemon running?)"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		reason = "connection refused (the socket exists but no daemon is accepting on it)"
@@ -124,13 +124,14 @@ func (c *Client) unreachable(err error) error {
 	return &UnreachableError{Socket: sock, Reason: reason, Err: err}
 }
 
-// failed classifies a failed exchange: a deadline that passed after the connection was
-// made is a TimeoutError, anything else says why the daemon could not be reached.
+// failed classifies a failed exchange: a deadline that passed is the caller's limit, a
+// TimeoutError saying whether the connection was made; anything else says why the daemon
+// could not be reached.
 func (c *Client) failed(err error, connected bool, limit time.Duration) error {
 	var ne net.Error
 	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-	if connected && timedOut {
-		return &TimeoutError{Socket: c.Socket(), Limit: limit, Err: err}
+	if timedOut && (connected || isSocket(c.Socket())) {
+		return &TimeoutError{Socket: c.Socket(), Limit: limit, Connected: connected, Err: err}
 	}
 	return c.unreachable(err)
 }

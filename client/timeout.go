@@ -7,23 +7,29 @@ import (
 	"time"
 )
 
-// TimeoutError is a call the daemon accepted but did not answer within the caller's own
-// limit (Client.Timeout, or the context's deadline). It is not "unreachable": the daemon
-// is there, and the call may still complete inside it. Like UnreachableError it means
-// "no verdict".
+// TimeoutError is a call that the caller's own limit (Client.Timeout, or the context's
+// deadline) cut short. It is not "unreachable": the socket is there. Connected says how
+// far the call got: the socket took the connection (the call may still complete in the
+// daemon), or connecting itself did not finish in time (the daemon is not accepting, or
+// the limit is shorter than a connect). Like UnreachableError it means "no verdict".
 type TimeoutError struct {
 	Socket string
 	// Limit is the limit that passed (Client.Timeout or what the context had left);
 	// 0 when only the context's deadline is known to have passed.
-	Limit time.Duration
-	Err   error
+	Limit     time.Duration
+	Connected bool
+	Err       error
 }
 
 func (e *TimeoutError) Error() string {
+	limit := "before the caller's deadline"
 	if e.Limit > 0 {
-		return fmt.Sprintf("no answer from sandboxd at %s within the caller's limit of %v (the socket took the connection; the call may still complete in the daemon)", e.Socket, e.Limit)
+		limit = fmt.Sprintf("within the caller's limit of %v", e.Limit)
 	}
-	return fmt.Sprintf("no answer from sandboxd at %s before the caller's deadline (the socket took the connection; the call may still complete in the daemon)", e.Socket)
+	if e.Connected {
+		return fmt.Sprintf("no answer from sandboxd at %s %s (the socket took the connection; the call may still complete in the daemon)", e.Socket, limit)
+	}
+	return fmt.Sprintf("no connection to sandboxd at %s %s (the daemon is not accepting connections, or the limit is shorter than a connect)", e.Socket, limit)
 }
 
 func (e *TimeoutError) Unwrap() error { return e.Err }
@@ -43,6 +49,16 @@ func notASocket(path string) string {
 		return "it is a directory, not a socket: give the socket file itself" + hint
 	}
 	return fmt.Sprintf("it is a %s, not a socket", kindOf(fi.Mode()))
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func isSocket(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
 func kindOf(m os.FileMode) string {

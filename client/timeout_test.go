@@ -28,7 +28,8 @@ func TestCallerLimitIsATimeoutNotUnreachable(t *testing.T) {
 	_, err := (&Client{SocketPath: slow, Timeout: 100 * time.Millisecond}).Status(context.Background())
 	var te *TimeoutError
 	var ue *UnreachableError
-	if !errors.As(err, &te) || errors.As(err, &ue) || te.Limit != 100*time.Millisecond || !strings.Contains(err.Error(), "100ms") {
+	if !errors.As(err, &te) || errors.As(err, &ue) || te.Limit != 100*time.Millisecond || !te.Connected ||
+		!strings.Contains(err.Error(), "no answer") || !strings.Contains(err.Error(), "100ms") {
 		t.Fatalf("slow daemon: %T %v", err, err)
 	}
 	// A context deadline shorter than Timeout: its remainder is not Client.Timeout.
@@ -37,6 +38,27 @@ func TestCallerLimitIsATimeoutNotUnreachable(t *testing.T) {
 	_, err = (&Client{SocketPath: slow, Timeout: time.Minute}).Status(ctx)
 	if !errors.As(err, &te) || te.Limit != 0 || !strings.Contains(err.Error(), "before the caller's deadline") {
 		t.Fatalf("context deadline: %T %v", err, err)
+	}
+}
+
+// TestLimitBeforeTheConnectIsATimeout: a limit that passes before the connection is
+// made (here: before the call starts) is still the caller's limit on a socket that
+// exists, not "not reachable".
+func TestLimitBeforeTheConnectIsATimeout(t *testing.T) {
+	sock := serve(t, func(w http.ResponseWriter, r *http.Request) {})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	time.Sleep(time.Millisecond)
+	_, err := (&Client{SocketPath: sock}).Status(ctx)
+	var te *TimeoutError
+	if !errors.As(err, &te) || te.Connected || !strings.Contains(err.Error(), "no connection to sandboxd") {
+		t.Fatalf("expired context: %T %v", err, err)
+	}
+	// With no socket at all it is unreachable, whatever the limit.
+	_, err = (&Client{SocketPath: filepath.Join(t.TempDir(), "none.sock")}).Status(ctx)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !strings.HasPrefix(ue.Reason, "no socket") {
+		t.Fatalf("expired context, no socket: %T %v", err, err)
 	}
 }
 

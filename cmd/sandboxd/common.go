@@ -56,10 +56,15 @@ func failure(err error, inv *invocation, path string) int {
 		}
 		if inv.g.json {
 			printJSON(stdout, map[string]any{"error": "timeout", "socket": te.Socket, "timeout_seconds": te.Limit.Seconds(),
-				"reason": "no answer within " + limit, "disk": disk})
+				"connected": te.Connected, "reason": te.Error(), "disk": disk})
 		}
-		fmt.Fprintf(stderr, "%s: no answer from sandboxd at %s within %s; the daemon took the connection and may still complete the call; no verdict\n",
-			inv.name, te.Socket, limit)
+		if te.Connected {
+			fmt.Fprintf(stderr, "%s: no answer from sandboxd at %s within %s; the daemon took the connection and may still complete the call; no verdict\n",
+				inv.name, te.Socket, limit)
+		} else {
+			fmt.Fprintf(stderr, "%s: no connection to sandboxd at %s within %s: the daemon is not accepting connections, or the limit is shorter than a connect; no verdict\n",
+				inv.name, te.Socket, limit)
+		}
 		fmt.Fprintf(stderr, "%s: measured by the client: %s\n", inv.name, diskLine(disk))
 		return exitUnreachable
 	}
