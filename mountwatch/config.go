@@ -59,6 +59,9 @@ type Options struct {
 	// RetryBase and RetryMax bound the exponential backoff of remediation and failed
 	// refreshes (defaults 1s and 5m).
 	RetryBase, RetryMax time.Duration
+	// OnRegistryChange, when set, is called after a mount was registered or released or a
+	// registered mount's credential expiry changed, so the daemon can persist Registered.
+	OnRegistryChange func()
 	// Tick is the supervisor loop's period; it also bounds how late a wall-clock refresh
 	// point is noticed (default 1s, lowered to the smallest probe interval).
 	Tick time.Duration

@@ -16,7 +16,7 @@ type Histogram struct {
 type Counters struct {
 	Failures         map[string]map[string]int64 // mount → state (denied|hung|disconnected|missing): failed rounds
 	Remounts         map[string]map[string]int64 // mount → result (ok|failed|skipped|observed)
-	Refreshes        map[string]map[string]int64 // mount → result (ok|failed|observed)
+	Refreshes        map[string]map[string]int64 // mount → result (ok|failed|observed|pushed)
 	UnhealthySeconds map[string]float64
 	Aborts           map[string]int64
 	Guards           map[string]int64
@@ -41,7 +41,7 @@ func (c *Counters) ensure(name string) {
 	}
 	c.Failures[name] = map[string]int64{"denied": 0, "hung": 0, "disconnected": 0, "missing": 0}
 	c.Remounts[name] = map[string]int64{"ok": 0, "failed": 0, "skipped": 0, "observed": 0}
-	c.Refreshes[name] = map[string]int64{"ok": 0, "failed": 0, "observed": 0}
+	c.Refreshes[name] = map[string]int64{"ok": 0, "failed": 0, "observed": 0, "pushed": 0}
 	c.UnhealthySeconds[name] = 0
 	c.Aborts[name], c.Guards[name], c.LinkRepairs[name], c.LinkProblems[name] = 0, 0, 0, 0
 	b := map[float64]uint64{}
@@ -49,6 +49,19 @@ func (c *Counters) ensure(name string) {
 		b[ub] = 0
 	}
 	c.ProbeDurations[name] = Histogram{Buckets: b}
+}
+
+// forget drops every series of a released mount, so registrations cannot grow them forever.
+func (c *Counters) forget(name string) {
+	delete(c.Failures, name)
+	delete(c.Remounts, name)
+	delete(c.Refreshes, name)
+	delete(c.UnhealthySeconds, name)
+	delete(c.Aborts, name)
+	delete(c.Guards, name)
+	delete(c.LinkRepairs, name)
+	delete(c.LinkProblems, name)
+	delete(c.ProbeDurations, name)
 }
 
 func (c *Counters) observeProbe(name string, sec float64) {
@@ -106,4 +119,12 @@ func cloneMap(m map[string]int64) map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// add2 counts one in c[name][key]; a mount released meanwhile (its series forgotten) is
+// not counted, so a late worker of a released mount cannot bring its series back.
+func add2(c map[string]map[string]int64, name, key string) {
+	if byKey, ok := c[name]; ok {
+		byKey[key]++
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -16,8 +17,10 @@ import (
 // wall-clock (no monotonic reading): Go timers run on the monotonic clock, which stops
 // while a VM is paused, so the refresh point is compared with the wall clock every tick.
 type credential struct {
-	known     bool
-	issued    time.Time // the file's mtime
+	known  bool
+	pushed bool // from PUT .../credentials, a registration, or a refresh_command's output
+
+	issued    time.Time // the file's mtime, or when the expiry was pushed
 	expires   time.Time
 	refreshAt time.Time
 	err       string // why the file could not be read, or the last refresh failure
@@ -63,7 +66,13 @@ func readCredential(path string, refreshAt float64) (credential, fileStamp, erro
 	if err != nil {
 		return credential{}, stamp, fmt.Errorf("credential file %s: Expiration: %w", path, err)
 	}
-	issued := st.ModTime().Round(0)
+	return lifetime(st.ModTime(), exp, refreshAt), stamp, nil
+}
+
+// lifetime is a credential issued at issued that expires at exp, with its refresh point at
+// refreshAt of the lifetime minus up to 5% of jitter.
+func lifetime(issued, exp time.Time, refreshAt float64) credential {
+	issued = issued.Round(0)
 	life := exp.Sub(issued)
 	at := issued
 	if life > 0 {
@@ -73,23 +82,57 @@ func readCredential(path string, refreshAt float64) (credential, fileStamp, erro
 		}
 		at = issued.Add(time.Duration(float64(life) * frac))
 	}
-	return credential{known: true, issued: issued, expires: exp.Round(0), refreshAt: at}, stamp, nil
+	return credential{known: true, issued: issued, expires: exp.Round(0), refreshAt: at}
+}
+
+// pushedCredential is a credential whose expiry the runner told sandboxd at now (a
+// registration's credential_expires_at, PUT .../credentials): its lifetime counts from now.
+func pushedCredential(now, exp time.Time, refreshAt float64) credential {
+	c := lifetime(now, exp, refreshAt)
+	c.pushed = true
+	return c
+}
+
+// parseExpiration finds the expiry in a refresh_command's output: the last line that is a
+// JSON object with "Expiration" (the AWS credential_process shape).
+func parseExpiration(out string) (time.Time, bool) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var doc struct{ Expiration string }
+		if json.Unmarshal([]byte(strings.TrimSpace(lines[i])), &doc) == nil && doc.Expiration != "" {
+			if t, err := time.Parse(time.RFC3339, doc.Expiration); err == nil {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // checkCredential re-reads a changed credential file and starts a refresh worker when the
 // wall clock has passed the refresh point.
 func (w *Watcher) checkCredential(ctx context.Context, m *mount) {
-	if m.cfg.CredentialFile == "" {
-		return
+	if m.cfg.CredentialFile != "" {
+		w.reloadCredential(m)
 	}
-	w.reloadCredential(m)
 	now := w.opts.Now()
 	w.mu.Lock()
 	start := len(m.cfg.RefreshCommand) > 0 && m.cred.due(now) && !m.busy && !time.Now().Before(m.credNextTry)
 	if start {
 		m.busy = true
 	}
+	expired := m.cred.expired(now) && !m.credExpiredSeen
+	if expired {
+		// The runner learns it from the CredentialExpired condition before any caller sees
+		// EACCES; probing now makes the verdict (and the remount) follow within a probe.
+		m.credExpiredSeen = true
+		m.nextProbe = time.Time{}
+	}
+	exp := m.cred.expires
 	w.mu.Unlock()
+	if expired {
+		w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credential of mount %s expired at %s without a refresh (CredentialExpired)",
+			m.cfg.Name, exp.UTC().Format(time.RFC3339)), map[string]any{"result": "expired", "expires_at": exp.UTC()})
+	}
 	if !start {
 		return
 	}
@@ -133,7 +176,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 	}
 	if w.observe.Load() {
 		w.mu.Lock()
-		w.counters.Refreshes[m.cfg.Name]["observed"]++
+		add2(w.counters.Refreshes, m.cfg.Name, "observed")
 		m.credNextTry = time.Now().Add(w.backoffStep(&m.credBackoff))
 		w.mu.Unlock()
 		w.emit(api.EventCredential, m.cfg.Name, "observe mode: would run refresh_command ("+why+")", map[string]any{"command": m.cfg.RefreshCommand})
@@ -144,15 +187,22 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 	if err == nil && ctx.Err() == nil {
 		var c credential
 		var stamp fileStamp
-		c, stamp, err = readCredential(m.cfg.CredentialFile, m.cfg.RefreshAt)
+		c, stamp, err = w.readRefreshed(m, out)
 		if err == nil && c.due(w.opts.Now()) {
 			err = fmt.Errorf("credential file still expires at %s after the refresh", c.expires.UTC().Format(time.RFC3339))
 		}
 		if err == nil {
 			w.mu.Lock()
-			m.cred, m.credStamp, m.credBackoff, m.credNextTry = c, stamp, 0, time.Time{}
-			w.counters.Refreshes[m.cfg.Name]["ok"]++
+			m.cred, m.credBackoff, m.credNextTry, m.credExpiredSeen = c, 0, time.Time{}, false
+			if m.cfg.CredentialFile != "" {
+				m.credStamp = stamp
+			}
+			add2(w.counters.Refreshes, m.cfg.Name, "ok")
+			registered := m.reg != nil
 			w.mu.Unlock()
+			if registered {
+				w.changed()
+			}
 			w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credentials refreshed (%s); now expire at %s", why, c.expires.UTC().Format(time.RFC3339)),
 				map[string]any{"result": "ok", "expires_at": c.expires, "output": out})
 			act.Status = api.ActionDone
@@ -169,12 +219,25 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 	m.cred.err = "refresh failed: " + err.Error()
 	d := w.backoffStep(&m.credBackoff)
 	m.credNextTry = time.Now().Add(d)
-	w.counters.Refreshes[m.cfg.Name]["failed"]++
+	add2(w.counters.Refreshes, m.cfg.Name, "failed")
 	w.mu.Unlock()
 	w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credential refresh failed (%s), retry in %v: %v", why, d, err),
 		map[string]any{"result": "failed", "error": err.Error()})
 	act.Status, act.Error = api.ActionFailed, err.Error()
 	return act, false
+}
+
+// readRefreshed is the credential after a successful refresh_command: the re-read
+// credential_file, or without one the Expiration the command printed.
+func (w *Watcher) readRefreshed(m *mount, out string) (credential, fileStamp, error) {
+	if m.cfg.CredentialFile != "" {
+		return readCredential(m.cfg.CredentialFile, m.cfg.RefreshAt)
+	}
+	exp, ok := parseExpiration(out)
+	if !ok {
+		return credential{}, fileStamp{}, fmt.Errorf("refresh_command printed no JSON line with an RFC 3339 \"Expiration\" and the mount has no credential_file: print it, or push the expiry with PUT /v1/mounts/%s/credentials", m.cfg.Name)
+	}
+	return pushedCredential(w.opts.Now(), exp, m.cfg.RefreshAt), fileStamp{}, nil
 }
 
 // backoffStep doubles *b within [RetryBase, RetryMax] and returns the new delay.

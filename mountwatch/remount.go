@@ -74,7 +74,7 @@ func (w *Watcher) remount(ctx context.Context, m *mount, from string) bool {
 
 func (w *Watcher) count(m *mount, result string) {
 	w.mu.Lock()
-	w.counters.Remounts[m.cfg.Name][result]++
+	add2(w.counters.Remounts, m.cfg.Name, result)
 	w.mu.Unlock()
 }
 
@@ -99,6 +99,12 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 		}
 	}
 	w.maybeGuard(m)
+	w.mu.Lock()
+	removed := m.removed
+	w.mu.Unlock()
+	if removed { // released meanwhile: a new FUSE daemon now would outlive its session
+		return fmt.Errorf("mount %s was released during the remount", name)
+	}
 	if m.cfg.RemountUnit != "" {
 		if w.opts.Restarter == nil {
 			return fmt.Errorf("restart %s: no systemd connection", m.cfg.RemountUnit)
@@ -129,6 +135,8 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 	}
 	if m.cfg.CredentialFile != "" {
 		w.reloadCredential(m) // a restart usually comes with fresh credentials
+	} else {
+		w.forgetStaleExpiry(m)
 	}
 	w.mu.Lock()
 	m.remounting = false
@@ -172,5 +180,22 @@ func (w *Watcher) waitEntry(ctx context.Context, m *mount, oldID int) error {
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// forgetStaleExpiry drops a pushed expiry that has passed once a remount made the mount
+// work again: the mount now runs on credentials whose expiry sandboxd was not told, and
+// status must not show the old one (the runner pushes the new one with PUT).
+func (w *Watcher) forgetStaleExpiry(m *mount) {
+	w.mu.Lock()
+	stale := m.cred.pushed && m.cred.expired(w.opts.Now())
+	if stale {
+		m.cred = credential{err: "expiry unknown since the remount: push it with PUT /v1/mounts/" + m.cfg.Name + "/credentials"}
+		m.credExpiredSeen = false
+	}
+	registered := m.reg != nil
+	w.mu.Unlock()
+	if stale && registered {
+		w.changed()
 	}
 }

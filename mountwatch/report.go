@@ -36,6 +36,9 @@ func (m *mount) view() api.Mount {
 		Required: m.cfg.Required, State: m.state, Errno: m.errno, Since: m.since,
 		LastProbeSeconds: m.lastProbeDur, RemountsTotal: m.remounts, Links: []api.Link{},
 	}
+	if m.reg != nil {
+		v.Registered, v.Job = true, m.reg.Job
+	}
 	if !m.lastProbeAt.IsZero() {
 		t := m.lastProbeAt
 		v.LastProbeAt = &t
@@ -70,6 +73,22 @@ func (m *mount) detail() string {
 	return s
 }
 
+// ReasonCredentialExpired is the MountUnavailable reason of a mount whose credential
+// passed its expiry without a refresh while its probes still pass.
+const ReasonCredentialExpired = "CredentialExpired"
+
+// expiredDetail is the fingerprint line of a mount whose credential expired; caller holds w.mu.
+func (m *mount) expiredDetail() string {
+	s := fmt.Sprintf("mount %s (%s) is %s but its credential expired at %s without a refresh (%s)", m.cfg.Name, m.cfg.Path,
+		m.state, m.cred.expires.UTC().Format(time.RFC3339), ReasonCredentialExpired)
+	if len(m.cfg.RefreshCommand) == 0 {
+		s += fmt.Sprintf("; no refresh_command: push the renewed expiry with PUT /v1/mounts/%s/credentials", m.cfg.Name)
+	} else if m.cred.err != "" {
+		s += "; " + m.cred.err
+	}
+	return s
+}
+
 func (m *mount) healthy() bool { return m.probed && m.state == api.MountHealthy }
 
 // Conditions returns a MountUnavailable condition for every unhealthy mount: critical
@@ -78,13 +97,20 @@ func (w *Watcher) Conditions() []api.Condition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []api.Condition
+	now := w.opts.Now()
 	for _, m := range w.mounts {
-		if m.healthy() || (!m.probed && m.state != api.MountMissing) {
-			continue
-		}
 		sev := api.HealthWarning
 		if m.cfg.Required {
 			sev = api.HealthCritical
+		}
+		if m.healthy() && m.cred.expired(now) {
+			// Raised before any caller sees EACCES: the runner learns it first (§12).
+			out = append(out, api.Condition{Type: api.CondMountUnavailable, Subject: m.cfg.Name, Status: true,
+				Reason: ReasonCredentialExpired, Message: m.expiredDetail(), Since: m.cred.expires, Severity: sev})
+			continue
+		}
+		if m.healthy() || (!m.probed && m.state != api.MountMissing) {
+			continue
 		}
 		out = append(out, api.Condition{Type: api.CondMountUnavailable, Subject: m.cfg.Name, Status: true,
 			Reason: m.state, Message: m.detail(), Since: m.since, Severity: sev})
@@ -110,8 +136,11 @@ func (w *Watcher) Check(names []string) (mounts []api.Mount, unknown []string, d
 			continue
 		}
 		mounts = append(mounts, m.view())
-		if !m.healthy() {
+		switch {
+		case !m.healthy():
 			bad = append(bad, m.detail())
+		case m.cred.expired(w.opts.Now()):
+			bad = append(bad, m.expiredDetail()) // fail closed: its next request will be denied
 		}
 	}
 	for _, n := range names {
@@ -173,10 +202,12 @@ func (w *Watcher) Resume(ctx context.Context) []api.Action {
 }
 
 func (w *Watcher) resumeRefresh(ctx context.Context, m *mount) (api.Action, bool) {
-	if m.cfg.CredentialFile == "" || len(m.cfg.RefreshCommand) == 0 {
+	if len(m.cfg.RefreshCommand) == 0 || (m.cfg.CredentialFile == "" && !m.cred.known) {
 		return api.Action{}, false
 	}
-	w.reloadCredential(m)
+	if m.cfg.CredentialFile != "" {
+		w.reloadCredential(m)
+	}
 	w.mu.Lock()
 	due := m.cred.due(w.opts.Now()) || !m.cred.known
 	start := due && !m.busy

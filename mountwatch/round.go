@@ -196,7 +196,7 @@ func classify(r probeResult) string {
 // the state, one when the credential is known to be expired or before the first verdict.
 func (w *Watcher) apply(m *mount, o outcome) {
 	w.mu.Lock()
-	if m.remounting {
+	if m.remounting || m.removed {
 		w.mu.Unlock()
 		return
 	}
@@ -224,7 +224,7 @@ func (w *Watcher) apply(m *mount, o outcome) {
 			m.lastProbeAt = o.at
 		}
 		m.failStreak++
-		w.counters.Failures[m.cfg.Name][o.state]++
+		add2(w.counters.Failures, m.cfg.Name, o.state)
 		need := 2
 		if first || m.cred.expired(w.opts.Now()) {
 			need = 1

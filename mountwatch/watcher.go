@@ -2,6 +2,7 @@ package mountwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,7 +34,8 @@ type Watcher struct {
 // mount is the watcher's view of one configured mount; w.mu guards every field. Its
 // state comes in groups, embedded so a field reads as m.state, m.backoff, m.credStamp:
 // where the mount sits (mounted), what the probes found (probeState), the remedies
-// (remedyState), the credential (credState) and the symlinks (linkState).
+// (remedyState), the credential (credState), the symlinks (linkState) and, for a mount
+// registered at run time, its registration (regState, registry.go).
 type mount struct {
 	cfg MountConfig
 	mounted
@@ -41,6 +43,7 @@ type mount struct {
 	remedyState
 	credState
 	linkState
+	regState
 }
 
 // mounted is where the mount sits, from the last mountinfo read.
@@ -84,6 +87,8 @@ type credState struct {
 	credStamp   fileStamp
 	credNextTry time.Time
 	credBackoff time.Duration
+	// credExpiredSeen: the expiry of the current credential was already reported.
+	credExpiredSeen bool
 }
 
 // linkState is the symlinks kept pointing into the mount.
@@ -149,7 +154,7 @@ func (w *Watcher) build(cfgs []MountConfig, old []*mount) []*mount {
 	for _, m := range old {
 		byName[m.cfg.Name] = m
 	}
-	out := make([]*mount, 0, len(cfgs))
+	out := make([]*mount, 0, len(cfgs)+len(old))
 	for _, c := range cfgs {
 		if m, ok := byName[c.Name]; ok && m.cfg.Path == c.Path {
 			m.cfg = c
@@ -160,7 +165,27 @@ func (w *Watcher) build(cfgs []MountConfig, old []*mount) []*mount {
 			linkState: linkState{observedFix: map[string]bool{}}})
 		w.counters.ensure(c.Name)
 	}
+	for _, m := range old {
+		if m.reg != nil { // registered at run time: a reload of the file keeps it
+			out = append(out, m)
+		}
+	}
 	return out
+}
+
+// clashes names the configured mounts whose name or path a registered mount already
+// holds; caller holds w.mu.
+func (w *Watcher) clashes(cfgs []MountConfig) error {
+	var errs []error
+	for _, c := range cfgs {
+		for _, m := range w.mounts {
+			if m.reg != nil && (m.cfg.Name == c.Name || m.cfg.Path == c.Path) {
+				errs = append(errs, fmt.Errorf("mount %q (%s): the name or path is held by the mount %q registered at run time; DELETE /v1/mounts/%s first",
+					c.Name, c.Path, m.cfg.Name, m.cfg.Name))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Reconfigure replaces the mount list; mounts whose name and path stay keep their state.
@@ -170,6 +195,10 @@ func (w *Watcher) Reconfigure(mounts []MountConfig) error {
 		return err
 	}
 	w.mu.Lock()
+	if err := w.clashes(ms); err != nil {
+		w.mu.Unlock()
+		return err
+	}
 	w.mounts = w.build(ms, w.mounts)
 	w.mu.Unlock()
 	w.emit(api.EventConfig, "mounts", fmt.Sprintf("%d mounts configured", len(ms)), nil)

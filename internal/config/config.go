@@ -36,6 +36,13 @@ type Config struct {
 	Sites       []Site       `toml:"site"`
 	Reclaim     Reclaim      `toml:"reclaim"`
 	Mounts      []Mount      `toml:"mount"`
+	// RuntimeMounts is the [mounts] table: limits of mounts registered at run time (v1.1).
+	RuntimeMounts RuntimeMounts `toml:"mounts"`
+}
+
+// RuntimeMounts is the [mounts] table (CONTRACT §12).
+type RuntimeMounts struct {
+	MaxRegistered int64 `toml:"max_registered"`
 }
 
 // Server is the [server] table: the API socket and who may change things.

@@ -51,6 +51,7 @@ func TestDefaultLoadsAndValidates(t *testing.T) {
 			Headroom: 256 << 20, HeadroomInodes: units.Threshold{Pct: 1, Percent: true},
 			Cooldown: 10 * time.Minute, MaxRunsPerHour: 6, LeadTime: 10 * time.Minute,
 		},
+		RuntimeMounts: RuntimeMounts{MaxRegistered: 256},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("default config:\n got %+v\nwant %+v", c, want)

@@ -118,9 +118,10 @@ func TestDefaultDocumentsEveryKey(t *testing.T) {
 	all = append(all, reclaimFields(&c.Reclaim)...)
 	all = append(all, cacheFields(&Cache{})...)
 	all = append(all, mountFields(&Mount{})...)
+	all = append(all, runtimeMountsFields(&c.RuntimeMounts)...)
 	for _, f := range all {
 		switch f.name {
-		case "server", "log", "metrics", "health", "launch", "filesystem", "site", "reclaim", "cache", "mount":
+		case "server", "log", "metrics", "health", "launch", "filesystem", "site", "reclaim", "cache", "mount", "mounts":
 			continue // tables, shown as headers
 		}
 		if !seen[f.name] {

@@ -125,6 +125,9 @@ func Marshal(c *Config) ([]byte, error) {
 		w.kv("links", "["+strings.Join(links, ", ")+"]")
 		w.kv("guard", strconv.FormatBool(m.Guard))
 	}
+
+	w.header("[mounts]")
+	w.kv("max_registered", strconv.FormatInt(c.RuntimeMounts.MaxRegistered, 10))
 	if w.err != nil {
 		return nil, w.err
 	}

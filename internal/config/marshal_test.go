@@ -88,6 +88,7 @@ func TestFullSetsEveryKey(t *testing.T) {
 	}{
 		{"server", full.Server, def.Server}, {"log", full.Log, def.Log}, {"metrics", full.Metrics, def.Metrics}, {"health", full.Health, def.Health},
 		{"launch", full.Launch, def.Launch}, {"reclaim", full.Reclaim, def.Reclaim},
+		{"mounts", full.RuntimeMounts, def.RuntimeMounts},
 	} {
 		sameFields(t, sec.name, []any{sec.got}, sec.want)
 	}

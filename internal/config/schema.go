@@ -28,6 +28,7 @@ func topFields(c *Config) []field {
 		{"site", entries(&c.Sites, DefaultSite, siteFields, "name", "path")},
 		{"reclaim", subTable(func() []field { return reclaimFields(&c.Reclaim) })},
 		{"mount", entries(&c.Mounts, DefaultMount, mountFields, "name", "path")},
+		{"mounts", subTable(func() []field { return runtimeMountsFields(&c.RuntimeMounts) })},
 	}
 }
 
@@ -137,6 +138,10 @@ func mountFields(m *Mount) []field {
 		{"links", entries(&m.Links, func() Link { return Link{} }, linkFields, "path", "target")},
 		{"guard", boolean(&m.Guard)},
 	}
+}
+
+func runtimeMountsFields(r *RuntimeMounts) []field {
+	return []field{{"max_registered", integer(&r.MaxRegistered)}}
 }
 
 func linkFields(l *Link) []field {

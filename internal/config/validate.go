@@ -29,6 +29,9 @@ func validate(c *Config, ps *problems) {
 	validateReclaim(&c.Reclaim, c.Server.StateDir, ps)
 	validateSites(c.Sites, c.Reclaim.Protect, c.Server.StateDir, ps)
 	validateMounts(c.Mounts, ps)
+	if c.RuntimeMounts.MaxRegistered < 0 {
+		ps.addf("mounts.max_registered", "%d must not be negative (0: no mount may be registered at run time)", c.RuntimeMounts.MaxRegistered)
+	}
 }
 
 func validateServer(s *Server, ps *problems) {
@@ -248,15 +251,25 @@ func unique(ps *problems, key, v, what, list string, i int, seen map[string]int)
 
 // nameOK checks a name that appears in launch calls, metric labels and events.
 func nameOK(ps *problems, key, name string) bool {
+	if err := CheckName(name); err != nil {
+		ps.addf(key, "%v", err)
+		return false
+	}
+	return true
+}
+
+// CheckName checks a site, cache or mount name (also of mounts registered at run time):
+// it appears in launch calls, metric labels and events.
+func CheckName(name string) error {
 	ok := name != "" && len(name) <= 64 && isAlnum(name[0])
 	for i := 0; ok && i < len(name); i++ {
 		c := name[i]
 		ok = isAlnum(c) || c == '.' || c == '_' || c == '-'
 	}
 	if !ok {
-		ps.addf(key, "%q: want 1 to 64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit", name)
+		return fmt.Errorf("%q: want 1 to 64 letters, digits, \".\", \"_\" or \"-\", starting with a letter or digit", name)
 	}
-	return ok
+	return nil
 }
 
 func isAlnum(c byte) bool {

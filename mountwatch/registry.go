@@ -1,0 +1,193 @@
+package mountwatch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Registration is what a mount registered at run time (CONTRACT §12) carries besides its
+// MountConfig: the job it belongs to, whether releasing it unmounts it, and the expiry of
+// the credential the runner pushed, if any.
+type Registration struct {
+	Job string
+	// Unmount: a release (DELETE, or the end of Job) also syncs and unmounts the mount.
+	Unmount bool
+	// CredentialExpiresAt is the pushed credential's expiry; zero when none was pushed.
+	CredentialExpiresAt time.Time
+	RegisteredAt        time.Time
+}
+
+// regState is a registered mount's registration; the zero value is a configured mount.
+type regState struct {
+	reg     *Registration // non-nil for a mount registered at run time
+	removed bool          // released: no worker may remount it any more
+}
+
+// Registered is one registered mount as the daemon persists it.
+type Registered struct {
+	Config MountConfig
+	Reg    Registration
+}
+
+// Errors of Add, Release and PushCredential; the daemon maps them to problem codes.
+var (
+	ErrConflict   = errors.New("in use")           // name or path of another mount: 409
+	ErrUnknown    = errors.New("no such mount")    // 404
+	ErrConfigured = errors.New("configured mount") // not removable through the API: 403
+)
+
+// Add registers a mount at run time. It is watched exactly as a configured one from the
+// next loop pass on (which Add triggers at once): probes as the owner, refresh, the remount
+// ladder, links, guard, and Check. Names and paths must differ from every other mount's.
+func (w *Watcher) Add(c MountConfig, r Registration) (api.Mount, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return api.Mount{}, err
+	}
+	now := w.opts.Now()
+	if r.RegisteredAt.IsZero() {
+		r.RegisteredAt = now
+	}
+	w.mu.Lock()
+	for _, m := range w.mounts {
+		kind := "configured in [[mount]]"
+		if m.reg != nil {
+			kind = "registered"
+		}
+		switch {
+		case m.cfg.Name == c.Name:
+			w.mu.Unlock()
+			return api.Mount{}, fmt.Errorf("mount name %q: %w by a mount %s", c.Name, ErrConflict, kind)
+		case m.cfg.Path == c.Path:
+			w.mu.Unlock()
+			return api.Mount{}, fmt.Errorf("path %s: %w by mount %q (%s)", c.Path, ErrConflict, m.cfg.Name, kind)
+		}
+	}
+	m := &mount{cfg: c, probeState: probeState{state: api.MountMissing, since: now},
+		linkState: linkState{observedFix: map[string]bool{}}, regState: regState{reg: &r}}
+	if !r.CredentialExpiresAt.IsZero() {
+		m.cred = pushedCredential(r.RegisteredAt, r.CredentialExpiresAt, c.RefreshAt)
+	}
+	w.mounts = append(w.mounts, m)
+	w.counters.ensure(c.Name)
+	v := m.view()
+	w.mu.Unlock()
+	msg := fmt.Sprintf("mount %s (%s) registered", c.Name, c.Path)
+	if r.Job != "" {
+		msg += " for job " + r.Job
+	}
+	w.emit(api.EventMountRegistry, c.Name, msg, map[string]any{"job": r.Job, "path": c.Path})
+	w.changed()
+	w.poke()
+	return v, nil
+}
+
+// Registered lists the registered mounts with their current credential expiry, for the
+// daemon's state file and for a rebuilt watcher to take over.
+func (w *Watcher) Registered() []Registered {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Registered
+	for _, m := range w.mounts {
+		if m.reg == nil {
+			continue
+		}
+		r := *m.reg
+		if m.cred.known && m.cfg.CredentialFile == "" {
+			r.CredentialExpiresAt = m.cred.expires
+		}
+		out = append(out, Registered{Config: m.cfg, Reg: r})
+	}
+	return out
+}
+
+// CountRegistered is how many mounts are registered.
+func (w *Watcher) CountRegistered() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, m := range w.mounts {
+		if m.reg != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Get is one mount's view (configured or registered), and its job ("" when none).
+func (w *Watcher) Get(name string) (api.Mount, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if m := w.find(name); m != nil {
+		return m.view(), true
+	}
+	return api.Mount{}, false
+}
+
+// find is the mount named name; caller holds w.mu.
+func (w *Watcher) find(name string) *mount {
+	for _, m := range w.mounts {
+		if m.cfg.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// JobMounts are the names of the registered mounts tied to job.
+func (w *Watcher) JobMounts(job string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, m := range w.mounts {
+		if m.reg != nil && m.reg.Job != "" && m.reg.Job == job {
+			out = append(out, m.cfg.Name)
+		}
+	}
+	return out
+}
+
+// PushCredential records a renewed credential's expiry that the runner pushed (PUT
+// .../credentials): the refresh point moves to refresh_at of the new lifetime, counted from
+// now, and a CredentialExpired condition clears.
+func (w *Watcher) PushCredential(name string, expires time.Time) (api.Mount, error) {
+	now := w.opts.Now()
+	w.mu.Lock()
+	m := w.find(name)
+	if m == nil {
+		w.mu.Unlock()
+		return api.Mount{}, fmt.Errorf("mount %q: %w", name, ErrUnknown)
+	}
+	m.cred = pushedCredential(now, expires, m.cfg.RefreshAt)
+	m.credExpiredSeen = false
+	m.credBackoff, m.credNextTry = 0, time.Time{}
+	add2(w.counters.Refreshes, name, "pushed")
+	v := m.view()
+	at := m.cred.refreshAt
+	w.mu.Unlock()
+	msg := fmt.Sprintf("credentials pushed for mount %s: now expire at %s", name, expires.UTC().Format(time.RFC3339))
+	if len(m.cfg.RefreshCommand) > 0 {
+		msg += fmt.Sprintf("; refresh_command runs at %s", at.UTC().Format(time.RFC3339))
+	}
+	w.emit(api.EventCredential, name, msg, map[string]any{"result": "pushed", "expires_at": expires.UTC(), "refresh_at": at.UTC()})
+	w.changed()
+	return v, nil
+}
+
+// changed tells the daemon that the registrations or their credentials changed.
+func (w *Watcher) changed() {
+	if w.opts.OnRegistryChange != nil {
+		w.opts.OnRegistryChange()
+	}
+}
+
+// poke makes the loop run a pass now instead of at its next tick.
+func (w *Watcher) poke() {
+	select {
+	case w.reconf <- struct{}{}:
+	default:
+	}
+}

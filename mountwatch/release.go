@@ -1,0 +1,239 @@
+package mountwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Release stops watching a registered mount and removes its links; with unmount it also
+// syncs and unmounts it: `umount` first, `fusermount3 -u` next, a lazy `umount -l` only as
+// the last resort, so that no session leaves a FUSE daemon behind. Every step is an event.
+// unmountOpt nil takes the registration's unmount setting. Configured mounts are not
+// released (ErrConfigured). why names the cause for the events
+// ("DELETE", "job a1b2 ended: lease_expired").
+func (w *Watcher) Release(ctx context.Context, name string, unmountOpt *bool, why string) (v api.Mount, steps []api.ReleaseStep, unmounted bool, err error) {
+	w.mu.Lock()
+	m := w.find(name)
+	switch {
+	case m == nil:
+		w.mu.Unlock()
+		return api.Mount{}, nil, false, fmt.Errorf("mount %q: %w", name, ErrUnknown)
+	case m.reg == nil:
+		w.mu.Unlock()
+		return api.Mount{}, nil, false, fmt.Errorf("mount %q is configured in [[mount]]: %w; remove it from the config file and reload", name, ErrConfigured)
+	}
+	unmount := m.reg.Unmount
+	if unmountOpt != nil {
+		unmount = *unmountOpt
+	}
+	m.removed = true
+	kept := w.mounts[:0:0]
+	for _, x := range w.mounts {
+		if x != m {
+			kept = append(kept, x)
+		}
+	}
+	w.mounts = kept
+	w.mu.Unlock()
+	w.changed()
+
+	r := releaser{w: w, m: m}
+	r.waitIdle(ctx)
+	r.removeLinks()
+	if unmount {
+		r.unmount(ctx)
+	}
+	r.liftGuard()
+
+	w.mu.Lock()
+	v = m.view()
+	w.counters.forget(name)
+	w.mu.Unlock()
+	msg := fmt.Sprintf("released mount %s (%s): %s", name, m.cfg.Path, why)
+	if unmount {
+		msg += "; " + r.outcome()
+	} else {
+		msg += "; left mounted"
+	}
+	w.emit(api.EventMountRegistry, name, msg, map[string]any{"why": why, "unmount": unmount, "steps": r.steps})
+	return v, r.steps, unmount && r.gone, nil
+}
+
+type releaser struct {
+	w     *Watcher
+	m     *mount
+	steps []api.ReleaseStep
+	gone  bool // nothing FUSE is mounted on the path any more
+}
+
+func (r *releaser) step(step, result, detail string) {
+	r.steps = append(r.steps, api.ReleaseStep{Step: step, Result: result, Detail: detail})
+	r.w.emit(api.EventMountRegistry, r.m.cfg.Name, fmt.Sprintf("release %s: %s %s: %s", r.m.cfg.Name, step, result, detail),
+		map[string]any{"step": step, "result": result})
+}
+
+func (r *releaser) outcome() string {
+	if r.gone {
+		return "unmounted"
+	}
+	return "NOT unmounted (see the steps)"
+}
+
+// waitIdle waits for a refresh or remount worker of the mount to finish (a remount that
+// ran after the unmount would leave a new FUSE daemon behind; doRemount checks removed)
+// and for its outstanding probe child.
+func (r *releaser) waitIdle(ctx context.Context) {
+	deadline := time.Now().Add(r.w.opts.CommandTimeout)
+	probeDeadline := time.Now().Add(r.m.cfg.ProbeTimeout + time.Second)
+	for {
+		r.w.mu.Lock()
+		busy := r.m.busy
+		// An outstanding probe child holds the mount busy for umount; one stuck in a hung
+		// mount is freed by the abort in unmount, so it is waited for only so long.
+		probing := r.m.probe != nil && time.Now().Before(probeDeadline)
+		r.w.mu.Unlock()
+		if !busy && !probing {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.step("wait", "failed", "a refresh or remount of the mount is still running")
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// removeLinks removes each link that is still the symlink sandboxd made; anything else at
+// the link's path (data, another link) is left alone.
+func (r *releaser) removeLinks() {
+	for _, l := range r.m.cfg.Links {
+		state, detail := inspectLink(l)
+		switch {
+		case r.w.opts.Observe:
+			r.step("links", "observed", "would remove "+l.Path)
+		case state == LinkOK:
+			if err := os.Remove(l.Path); err != nil {
+				r.step("links", "failed", fmt.Sprintf("remove %s: %v", l.Path, err))
+			} else {
+				r.step("links", "done", "removed "+l.Path+" -> "+l.Target)
+			}
+		case state == LinkMissing:
+			r.step("links", "skipped", l.Path+" is already gone")
+		default:
+			r.step("links", "skipped", fmt.Sprintf("%s is not the link sandboxd made (%s %s): left alone", l.Path, state, detail))
+		}
+	}
+}
+
+// unmount syncs and unmounts the FUSE mount on the path. A non-FUSE filesystem on the path
+// is never unmounted.
+func (r *releaser) unmount(ctx context.Context) {
+	w, m := r.w, r.m
+	path := m.cfg.Path
+	e, ok := w.fuseAt(path)
+	if !ok {
+		r.gone = true
+		r.step("umount", "skipped", "no FUSE mount on "+path)
+		return
+	}
+	if w.opts.Observe {
+		r.step("umount", "observed", "would sync and unmount "+path)
+		return
+	}
+	w.mu.Lock()
+	m.entry, m.present, m.conn, m.hasConn = e, true, e.Minor, true
+	hung := m.state == api.MountHung
+	w.mu.Unlock()
+	if hung {
+		// Callers stuck in a hung request keep the mount busy; only an abort frees them.
+		w.abort(m)
+		r.step("abort", "done", "aborted the hung connection "+strconv.FormatUint(uint64(e.Minor), 10))
+	} else if c, err := w.launchProbe(m, false, true); err != nil {
+		r.step("sync", "failed", err.Error())
+	} else if o := w.collect(m, c); o.ok {
+		r.step("sync", "done", "fsync of "+path+" as its owner")
+	} else {
+		r.step("sync", "failed", fmt.Sprintf("fsync of %s: %s %s", path, o.state, o.errno))
+	}
+	tries := []struct {
+		step string
+		argv func() ([]string, error)
+	}{
+		{"umount", func() ([]string, error) { return tool("umount", "-c", path) }},
+		{"fusermount3", func() ([]string, error) { return tool("fusermount3", "-u", path) }},
+		{"umount_lazy", func() ([]string, error) { return tool("umount", "-l", "-c", path) }},
+	}
+	for _, t := range tries {
+		argv, err := t.argv()
+		if err != nil {
+			r.step(t.step, "skipped", err.Error())
+			continue
+		}
+		_, err = runCommand(argv, w.opts.CommandTimeout)
+		if !w.mountIDPresent(e.MountID) {
+			r.gone = true
+			r.step(t.step, "done", "unmounted "+path)
+			return
+		}
+		detail := "still mounted"
+		if err != nil {
+			detail = err.Error()
+		}
+		r.step(t.step, "failed", detail)
+	}
+}
+
+// mountIDPresent reports whether mountinfo still lists the mount with this ID.
+func (w *Watcher) mountIDPresent(id int) bool {
+	entries, _ := readMountinfo(w.opts.ProcRoot)
+	for _, e := range entries {
+		if e.MountID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// fuseAt is the topmost mountinfo entry at path when it is a FUSE mount.
+func (w *Watcher) fuseAt(path string) (mountEntry, bool) {
+	entries, _ := readMountinfo(w.opts.ProcRoot)
+	e, ok := topmostAt(entries, path)
+	return e, ok && isFUSE(e.FSType)
+}
+
+// tool is argv for a system tool found in PATH.
+func tool(name string, args ...string) ([]string, error) {
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s not installed", name)
+	}
+	return append([]string{bin}, args...), nil
+}
+
+// liftGuard clears the immutable flag the guard set on the bare mountpoint: a released
+// session's directory must be removable by the runner.
+func (r *releaser) liftGuard() {
+	r.w.mu.Lock()
+	guarded := r.m.guarded
+	r.w.mu.Unlock()
+	if !guarded {
+		return
+	}
+	if _, mounted := r.w.fuseAt(r.m.cfg.Path); mounted {
+		r.step("guard", "skipped", "still mounted: the bare directory beneath keeps its immutable flag")
+		return
+	}
+	if _, err := setImmutable(r.m.cfg.Path, false); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.step("guard", "failed", err.Error())
+		return
+	}
+	r.step("guard", "done", "lifted the immutable flag of "+filepath.Clean(r.m.cfg.Path))
+}
