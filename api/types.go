@@ -78,6 +78,10 @@ type Mount struct {
 	RemountsTotal       int64      `json:"remounts_total"`
 	CredentialExpiresAt *time.Time `json:"credential_expires_at"`
 	Links               []Link     `json:"links"`
+	// Registered is true for a mount registered at run time (POST /v1/mounts), false for
+	// one of the config file; Job is the job it is tied to (v1.1).
+	Registered bool   `json:"registered"`
+	Job        string `json:"job,omitempty"`
 }
 
 // Condition types (CONTRACT §4).

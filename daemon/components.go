@@ -254,6 +254,7 @@ func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mounts: %w", err)
 	}
+	d.restoreMounts(c.mounts)
 	return c, nil
 }
 
@@ -275,7 +276,7 @@ func (d *Daemon) mountOptions(cfg *config.Config) mountwatch.Options {
 	// adds a remount_unit needs no new watcher.
 	return mountwatch.Options{Mounts: mountConfigs(cfg), Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
 		Events: d.events.Record, Logger: d.logger.With("component", "mountwatch"), ProcRoot: d.opts.ProcRoot,
-		ProbeCommand: d.opts.ProbeCommand, Restarter: d.restarter}
+		ProbeCommand: d.opts.ProbeCommand, Restarter: d.restarter, OnRegistryChange: d.saveMounts}
 }
 
 // start runs every part under ctx; the parts' goroutines join wg.

@@ -67,6 +67,8 @@ type Daemon struct {
 	writersV Writers
 	comps    *components
 
+	jobs jobTie // the jobs registry, for mounts tied to a job (nil: no tie)
+
 	lastLoop  atomic.Int64 // unix nanoseconds of the last supervisor round
 	readySent atomic.Bool
 	reloads   reloadStats

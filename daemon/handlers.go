@@ -43,7 +43,7 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 func (d *Daemon) features() []string {
 	return []string{api.FeatureLaunch, api.FeatureResume, api.FeatureReclaim, api.FeatureMounts,
-		api.FeatureEvents, api.FeatureMetrics}
+		api.FeatureEvents, api.FeatureMetrics, api.FeatureRuntimeMounts}
 }
 
 // Status builds the body of GET /v1/status.

@@ -65,7 +65,13 @@ func startDaemon(t testing.TB, body string, mutate ...func(*Options)) *testDaemo
 	}
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	text := baseConfig(dir, body)
+	return startDaemonIn(t, dir, baseConfig(dir, body), mutate...)
+}
+
+// startDaemonIn runs a daemon on the complete config text in dir (its socket and state
+// dir live there), as a restart of the same daemon does, and waits until ready.
+func startDaemonIn(t testing.TB, dir, text string, mutate ...func(*Options)) *testDaemon {
+	t.Helper()
 	cfg := parseConfig(t, text)
 	cfgPath := filepath.Join(dir, "sandboxd.toml")
 	os.WriteFile(cfgPath, []byte(text), 0o644)

@@ -58,7 +58,7 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 	// the mounts). Unknown names first: not_found outranks every other refusal.
 	mounts, unknownMounts, mdetail, mok := c.mounts.Check(req.Mounts)
 	if len(unknownMounts) > 0 {
-		return nil, api.NewProblem(api.CodeNotFound, "unknown mount(s) %s: configured mounts are named in [[mount]]",
+		return nil, api.NewProblem(api.CodeNotFound, "unknown mount(s) %s: neither configured in [[mount]] nor registered (POST /v1/mounts); a durable mount is never skipped",
 			strings.Join(unknownMounts, ", "))
 	}
 	resp := &api.LaunchResponse{OK: true, PrunedJobs: []string{}, Mounts: nonNil(mounts)}

@@ -33,6 +33,11 @@ func (d *Daemon) routes() []route {
 		// Reclaim authorizes in its handler: a dry run changes nothing, so any peer on
 		// the Unix socket may ask for the plan; a real one is for writers.
 		{api.RouteReclaim, d.handleReclaim, false},
+		{api.RouteMountsList, d.handleMountsList, false},
+		{api.RouteMountsAdd, d.handleMountsAdd, true},
+		{api.RouteMountGet, d.handleMountGet, false},
+		{api.RouteMountDelete, d.handleMountDelete, true},
+		{api.RouteMountCredentials, d.handleMountCredentials, true},
 	}
 }
 

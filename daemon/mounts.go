@@ -1,0 +1,305 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/mountwatch"
+)
+
+// Runtime mounts (CONTRACT §12): the /v1/mounts handlers, the translation of a
+// registration into a mountwatch.MountConfig with the [[mount]] defaults and rules, the
+// state file that keeps registrations over a restart, and the tie of a mount to its job.
+
+// mountsStateDoc is the state document of registered mounts.
+const mountsStateDoc = "mounts.json"
+
+// savedMount is one registered mount in the state file: the registration as the runner
+// sent it, with the expiry the credential has now.
+type savedMount struct {
+	Registration api.MountRegistration `json:"registration"`
+	RegisteredAt time.Time             `json:"registered_at"`
+}
+
+func (d *Daemon) handleMountsList(w http.ResponseWriter, r *http.Request) error {
+	c := d.current()
+	writeJSON(w, http.StatusOK, api.MountList{Mounts: nonNil(c.mounts.Snapshot()), Registered: c.mounts.CountRegistered(),
+		MaxRegistered: int(d.config().RuntimeMounts.MaxRegistered)})
+	return nil
+}
+
+func (d *Daemon) handleMountGet(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	m, ok := d.current().mounts.Get(name)
+	if !ok {
+		return api.NewProblem(api.CodeNotFound, "no mount %q: neither configured in [[mount]] nor registered (POST /v1/mounts)", name)
+	}
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
+	var req api.MountRegistration
+	warnings, err := api.DecodeRequest(r.Body, &req)
+	if err != nil {
+		return err
+	}
+	m, err := d.RegisterMount(req, time.Time{})
+	if err != nil {
+		return err
+	}
+	type answer struct {
+		api.Mount
+		Warnings []string `json:"warnings,omitempty"`
+	}
+	writeJSON(w, http.StatusCreated, answer{Mount: m, Warnings: warnings})
+	return nil
+}
+
+// RegisterMount validates and registers a mount (POST /v1/mounts). registeredAt is zero
+// for a new registration, and the original time for one restored from the state file.
+func (d *Daemon) RegisterMount(req api.MountRegistration, registeredAt time.Time) (api.Mount, error) {
+	cfg := d.config()
+	mc, reg, err := mountFromRequest(req, cfg)
+	if err != nil {
+		return api.Mount{}, err
+	}
+	reg.RegisteredAt = registeredAt
+	if reg.Job != "" && d.jobs != nil {
+		if alive, why := d.jobs.alive(reg.Job); !alive {
+			return api.Mount{}, api.NewProblem(api.CodeNotFound, "job %q %s: a mount can only be tied to a running job (POST /v1/jobs first)", reg.Job, why)
+		}
+	}
+	w := d.current().mounts
+	if max := cfg.RuntimeMounts.MaxRegistered; int64(w.CountRegistered()) >= max {
+		return api.Mount{}, api.NewProblem(api.CodeConflict, "%d mounts are registered, the most [mounts] max_registered (%d) allows: DELETE /v1/mounts/{name} of ended sessions first",
+			w.CountRegistered(), max)
+	}
+	m, err := w.Add(mc, reg)
+	switch {
+	case errors.Is(err, mountwatch.ErrConflict):
+		return api.Mount{}, api.NewProblem(api.CodeConflict, "%v", err)
+	case err != nil:
+		return api.Mount{}, api.NewProblem(api.CodeBadRequest, "%v", err)
+	}
+	return m, nil
+}
+
+func (d *Daemon) handleMountDelete(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	var unmount *bool
+	if s := r.URL.Query().Get("unmount"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return api.NewProblem(api.CodeBadRequest, "query parameter \"unmount\": want true or false, got %q", s)
+		}
+		unmount = &b
+	}
+	rel, err := d.releaseMount(r.Context(), name, unmount, "DELETE /v1/mounts/"+name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rel)
+	return nil
+}
+
+// releaseMount releases one registered mount and maps the watcher's errors to problems.
+func (d *Daemon) releaseMount(ctx context.Context, name string, unmount *bool, why string) (api.MountRelease, error) {
+	m, steps, unmounted, err := d.current().mounts.Release(context.WithoutCancel(ctx), name, unmount, why)
+	switch {
+	case errors.Is(err, mountwatch.ErrUnknown):
+		return api.MountRelease{}, api.NewProblem(api.CodeNotFound, "no mount %q: neither configured in [[mount]] nor registered (POST /v1/mounts)", name)
+	case errors.Is(err, mountwatch.ErrConfigured):
+		return api.MountRelease{}, api.NewProblem(api.CodeForbidden, "%v", err)
+	case err != nil:
+		return api.MountRelease{}, err
+	}
+	return api.MountRelease{Mount: m, Unmounted: unmounted, Steps: nonNil(steps)}, nil
+}
+
+func (d *Daemon) handleMountCredentials(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	var req api.CredentialPush
+	warnings, err := api.DecodeRequest(r.Body, &req)
+	if err != nil {
+		return err
+	}
+	if req.ExpiresAt == nil {
+		return api.NewProblem(api.CodeBadRequest, "field \"expires_at\": required, an RFC 3339 time such as %q", d.now().Add(15*time.Minute).UTC().Format(time.RFC3339))
+	}
+	if !req.ExpiresAt.After(d.now()) {
+		return api.NewProblem(api.CodeBadRequest, "field \"expires_at\": %s is not in the future (now %s): push the renewed credential's expiry",
+			req.ExpiresAt.UTC().Format(time.RFC3339), d.now().UTC().Format(time.RFC3339))
+	}
+	m, err := d.current().mounts.PushCredential(name, *req.ExpiresAt)
+	if errors.Is(err, mountwatch.ErrUnknown) {
+		return api.NewProblem(api.CodeNotFound, "no mount %q: neither configured in [[mount]] nor registered (POST /v1/mounts)", name)
+	}
+	if err != nil {
+		return err
+	}
+	type answer struct {
+		api.Mount
+		Warnings []string `json:"warnings,omitempty"`
+	}
+	writeJSON(w, http.StatusOK, answer{Mount: m, Warnings: warnings})
+	return nil
+}
+
+// mountFromRequest applies the [[mount]] defaults and rules to a registration: names as
+// site names, an absolute path other than "/" that neither is nor contains a protected
+// path, links outside the mount, argv commands.
+func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch.MountConfig, mountwatch.Registration, error) {
+	def := config.DefaultMount()
+	bad := func(field, format string, args ...any) error {
+		return api.NewProblem(api.CodeBadRequest, "field %q: %s", field, fmt.Sprintf(format, args...))
+	}
+	var zero mountwatch.MountConfig
+	if err := config.CheckName(req.Name); err != nil {
+		return zero, mountwatch.Registration{}, bad("name", "%v", err)
+	}
+	if !path.IsAbs(req.Path) {
+		return zero, mountwatch.Registration{}, bad("path", "%q must be an absolute path", req.Path)
+	}
+	p := path.Clean(req.Path)
+	if p == "/" {
+		return zero, mountwatch.Registration{}, bad("path", "the root directory cannot be a registered mount")
+	}
+	for i, pr := range cfg.Reclaim.Protect {
+		pr = path.Clean(pr)
+		if p == pr || strings.HasPrefix(pr, p+"/") {
+			return zero, mountwatch.Registration{}, bad("path", "%q is or contains the protected path %q (reclaim.protect[%d])", req.Path, pr, i)
+		}
+	}
+	mc := mountwatch.MountConfig{Name: req.Name, Path: p, Required: def.Required, ProbeInterval: def.ProbeInterval,
+		ProbeTimeout: def.ProbeTimeout, Canary: def.Canary, RemountUnit: req.RemountUnit, RemountCommand: req.RemountCommand,
+		CredentialFile: req.CredentialFile, RefreshCommand: req.RefreshCommand, RefreshAt: def.RefreshAt,
+		MaxRemountsPerHour: int(def.MaxRemountsPerHour), Guard: def.Guard}
+	if req.Required != nil {
+		mc.Required = *req.Required
+	}
+	if req.Canary != nil {
+		mc.Canary = *req.Canary
+	}
+	if req.Guard != nil {
+		mc.Guard = *req.Guard
+	}
+	if req.ProbeInterval != nil {
+		if req.ProbeInterval.D() <= 0 {
+			return zero, mountwatch.Registration{}, bad("probe_interval", "%v: want a duration above zero", req.ProbeInterval.D())
+		}
+		mc.ProbeInterval = req.ProbeInterval.D()
+	}
+	if req.ProbeTimeout != nil {
+		if req.ProbeTimeout.D() <= 0 {
+			return zero, mountwatch.Registration{}, bad("probe_timeout", "%v: want a duration above zero", req.ProbeTimeout.D())
+		}
+		mc.ProbeTimeout = req.ProbeTimeout.D()
+	}
+	if req.RefreshAt != nil {
+		if !(*req.RefreshAt > 0 && *req.RefreshAt < 1) {
+			return zero, mountwatch.Registration{}, bad("refresh_at", "%v: want a fraction of the credential's lifetime strictly between 0 and 1, such as 0.8", *req.RefreshAt)
+		}
+		mc.RefreshAt = *req.RefreshAt
+	}
+	if req.MaxRemountsPerHour != nil {
+		if *req.MaxRemountsPerHour < 0 {
+			return zero, mountwatch.Registration{}, bad("max_remounts_per_hour", "%d must not be negative", *req.MaxRemountsPerHour)
+		}
+		mc.MaxRemountsPerHour = *req.MaxRemountsPerHour
+	}
+	for _, c := range []struct {
+		field string
+		argv  []string
+	}{{"remount_command", req.RemountCommand}, {"refresh_command", req.RefreshCommand}} {
+		if len(c.argv) > 0 && c.argv[0] == "" {
+			return zero, mountwatch.Registration{}, bad(c.field, "the program (first element) is empty")
+		}
+	}
+	if req.RemountUnit != "" && len(req.RemountCommand) > 0 {
+		return zero, mountwatch.Registration{}, bad("remount_command", "set remount_unit or remount_command, not both")
+	}
+	if req.CredentialFile != "" && !path.IsAbs(req.CredentialFile) {
+		return zero, mountwatch.Registration{}, bad("credential_file", "%q must be an absolute path", req.CredentialFile)
+	}
+	for i, l := range req.Links {
+		if !path.IsAbs(l.Path) || !path.IsAbs(l.Target) {
+			return zero, mountwatch.Registration{}, bad(fmt.Sprintf("links[%d]", i), "path %q and target %q must be absolute", l.Path, l.Target)
+		}
+		if lp := path.Clean(l.Path); lp == p || strings.HasPrefix(lp, p+"/") {
+			return zero, mountwatch.Registration{}, bad(fmt.Sprintf("links[%d].path", i), "%q lies inside the mount %q: a link into a mount must live outside it", l.Path, p)
+		}
+		mc.Links = append(mc.Links, mountwatch.LinkConfig{Path: path.Clean(l.Path), Target: path.Clean(l.Target)})
+	}
+	reg := mountwatch.Registration{Job: req.Job, Unmount: req.Job != ""}
+	if req.Unmount != nil {
+		reg.Unmount = *req.Unmount
+	}
+	if req.CredentialExpiresAt != nil {
+		reg.CredentialExpiresAt = *req.CredentialExpiresAt
+	}
+	return mc, reg, nil
+}
+
+// requestFromRegistered is the registration a registered mount is saved as.
+func requestFromRegistered(r mountwatch.Registered) savedMount {
+	c := r.Config
+	pi, pt := api.Duration(c.ProbeInterval), api.Duration(c.ProbeTimeout)
+	req := api.MountRegistration{Name: c.Name, Path: c.Path, Required: &c.Required, ProbeInterval: &pi, ProbeTimeout: &pt,
+		Canary: &c.Canary, RemountUnit: c.RemountUnit, RemountCommand: c.RemountCommand, CredentialFile: c.CredentialFile,
+		RefreshCommand: c.RefreshCommand, RefreshAt: &c.RefreshAt, MaxRemountsPerHour: &c.MaxRemountsPerHour, Guard: &c.Guard,
+		Job: r.Reg.Job, Unmount: &r.Reg.Unmount}
+	for _, l := range c.Links {
+		req.Links = append(req.Links, api.LinkSpec{Path: l.Path, Target: l.Target})
+	}
+	if !r.Reg.CredentialExpiresAt.IsZero() {
+		t := r.Reg.CredentialExpiresAt
+		req.CredentialExpiresAt = &t
+	}
+	return savedMount{Registration: req, RegisteredAt: r.Reg.RegisteredAt}
+}
+
+// saveMounts writes the registered mounts to the state dir (OnRegistryChange). Before the
+// daemon's components exist (restoring at start-up) there is nothing new to write.
+func (d *Daemon) saveMounts() {
+	c := d.current()
+	if c == nil {
+		return
+	}
+	regs := c.mounts.Registered()
+	out := make([]savedMount, 0, len(regs))
+	for _, r := range regs {
+		out = append(out, requestFromRegistered(r))
+	}
+	if err := d.state.Save(mountsStateDoc, out); err != nil {
+		d.logger.Warn("registered mounts kept in memory only", "err", err)
+	}
+}
+
+// restoreMounts gives the watcher built at start-up the registered mounts of the state
+// file. (A reload keeps the watcher, and with it the registered mounts: Reconfigure.)
+func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
+	var saved []savedMount
+	if err := d.state.Load(mountsStateDoc, &saved); err != nil {
+		d.logger.Error("registered mounts not restored", "err", err)
+		return
+	}
+	for _, s := range saved {
+		mc, reg, err := mountFromRequest(s.Registration, d.opts.Config)
+		if err == nil {
+			reg.RegisteredAt = s.RegisteredAt
+			_, err = w.Add(mc, reg)
+		}
+		if err != nil {
+			d.logger.Error("registered mount not restored", "mount", s.Registration.Name, "err", err)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+)
+
+// The tie of a registered mount to its job (CONTRACT §11, §12): when the job ends (lease
+// lapsed, deleted, or its processes exited) the daemon releases the job's mounts; a mount
+// whose job is gone when the daemon starts is released too. mountwatch knows jobs only by
+// id; the jobs registry is reached through this interface, wired where the daemon builds it.
+
+// jobTie is what the mount tie needs of the jobs registry.
+type jobTie interface {
+	// alive reports whether the job runs; why says what it is otherwise ("has ended
+	// (lease_expired)", "is not registered").
+	alive(id string) (ok bool, why string)
+	// onEnd registers f to be called once for every job that ends, with its reason.
+	onEnd(f func(id, reason string))
+}
+
+// wireJobTie ties registered mounts to jobs' ends; called once before Run.
+func (d *Daemon) wireJobTie(j jobTie) {
+	d.jobs = j
+	j.onEnd(func(id, reason string) {
+		go d.releaseJobMounts(id, fmt.Sprintf("job %s ended (%s)", id, reason))
+	})
+}
+
+// releaseJobMounts releases every registered mount of job (with the unmount each was
+// registered with: by default a job-tied mount is unmounted).
+func (d *Daemon) releaseJobMounts(job, why string) {
+	for _, name := range d.current().mounts.JobMounts(job) {
+		if _, err := d.releaseMount(d.baseCtx, name, nil, why); err != nil {
+			d.logger.Error("release of a job's mount failed", "mount", name, "job", job, "err", err)
+		}
+	}
+}
+
+// releaseOrphanMounts releases, at start-up, the registered mounts whose job ended while
+// the daemon was down.
+func (d *Daemon) releaseOrphanMounts(ctx context.Context) {
+	if d.jobs == nil {
+		return
+	}
+	for _, r := range d.current().mounts.Registered() {
+		if r.Reg.Job == "" {
+			continue
+		}
+		if ok, why := d.jobs.alive(r.Reg.Job); !ok {
+			if _, err := d.releaseMount(ctx, r.Config.Name, nil, fmt.Sprintf("job %s %s (found at start-up)", r.Reg.Job, why)); err != nil {
+				d.logger.Error("release of an orphaned mount failed", "mount", r.Config.Name, "err", err)
+			}
+		}
+	}
+}
