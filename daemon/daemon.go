@@ -40,6 +40,8 @@ type Options struct {
 
 	// stallSupervisor, when set (tests), is called at the top of every supervisor round.
 	stallSupervisor func()
+	// jobs, when set (tests), is the jobs registry registered mounts are tied to.
+	jobs jobTie
 }
 
 // Daemon is one running sandboxd. Create it with New, run it with Run.
@@ -127,6 +129,9 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.comps = comps
+	if opts.jobs != nil {
+		d.wireJobTie(opts.jobs)
+	}
 	d.state.OnWrite(func(path string, n int64) { d.current().pressure.OwnWrite(path, n) })
 	d.metrics = newMetrics(d)
 	d.reloads.record(true, d.now())
@@ -176,6 +181,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 	errc := make(chan error, 4)
 	d.current().start(ctx, &wg)
 	defer d.restarter.Close()
+	go d.releaseOrphanMounts(ctx)
 
 	h := d.Handler()
 	servers := []*http.Server{d.newHTTPServer(h)}

@@ -3,6 +3,9 @@ package daemon
 import (
 	"context"
 	"fmt"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/jobs"
 )
 
 // The tie of a registered mount to its job (CONTRACT §11, §12): when the job ends (lease
@@ -18,6 +21,22 @@ type jobTie interface {
 	// onEnd registers f to be called once for every job that ends, with its reason.
 	onEnd(f func(id, reason string))
 }
+
+// managerTie is the jobs registry (package jobs) as a jobTie.
+type managerTie struct{ m *jobs.Manager }
+
+func (t managerTie) alive(id string) (bool, string) {
+	j, ok := t.m.Get(id)
+	switch {
+	case !ok:
+		return false, "is not registered"
+	case j.State == api.JobRunning:
+		return true, ""
+	}
+	return false, fmt.Sprintf("has ended (%s, %s)", j.State, j.Reason)
+}
+
+func (t managerTie) onEnd(f func(id, reason string)) { t.m.OnEnd(f) }
 
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {

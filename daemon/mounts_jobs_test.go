@@ -1,0 +1,237 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/fusetest"
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
+	"github.com/sandboxd/sandboxd/internal/state"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+	"github.com/sandboxd/sandboxd/jobs"
+)
+
+// The tie of registered mounts to jobs (issue 12), with the real jobs registry (package
+// jobs) on a cgroup v2 root of the test's own, and real FUSE mounts.
+
+var cgName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// testJobs runs a jobs registry on a cgroup root unique to t; every job is ended and the
+// cgroups removed when t ends.
+func testJobs(t *testing.T) *jobs.Manager {
+	t.Helper()
+	testenv.RequireRoot(t)
+	es, _ := mountinfo.Read("/proc")
+	mount := ""
+	for _, e := range es {
+		if e.FSType == "cgroup2" {
+			mount = e.MountPoint
+		}
+	}
+	if mount == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no cgroup2 mount and CI=true")
+		}
+		t.Skip("skipping: no cgroup2 mount")
+	}
+	root := filepath.Join(mount, "sandboxd-test-"+cgName.ReplaceAllString(t.Name(), "_")+"-"+strconv.Itoa(os.Getpid()))
+	m := jobs.New(jobs.Options{CgroupRoot: root, Grace: time.Second, KillWait: 3 * time.Second, State: state.Open(t.TempDir())})
+	if ok, why := m.Available(); !ok {
+		t.Fatalf("jobs unavailable: %s", why)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		for _, j := range m.List() {
+			ectx, ecancel := context.WithTimeout(context.Background(), 15*time.Second)
+			m.End(ectx, j.ID, "deleted", true)
+			ecancel()
+		}
+		cancel()
+		<-done
+		removeCgroups(t, root)
+	})
+	return m
+}
+
+// removeCgroups removes the (empty) cgroup tree under root, deepest first.
+func removeCgroups(t *testing.T, root string) {
+	var dirs []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
+			t.Errorf("cleanup cgroup %s: %v", dirs[i], err)
+		}
+	}
+}
+
+// sleeper starts a process for a job and reaps it at the end of the test.
+func sleeper(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd.Process.Pid
+}
+
+// switchTie forwards to a managerTie until off is set (a stopped daemon hears no more).
+type switchTie struct {
+	managerTie
+	off atomic.Bool
+}
+
+func (s *switchTie) onEnd(f func(id, reason string)) {
+	s.managerTie.onEnd(func(id, reason string) {
+		if !s.off.Load() {
+			f(id, reason)
+		}
+	})
+}
+
+func withJobs(j jobTie) func(*Options) { return func(o *Options) { o.jobs = j } }
+
+// sessionMount is one session's FUSE mount with a link into it, registered for job.
+type sessionMount struct {
+	name, mnt, link string
+	srv             *fusetest.Server
+}
+
+func newSessionMount(t *testing.T, td *testDaemon, name, job string) sessionMount {
+	t.Helper()
+	s := sessionMount{name: name, mnt: mountDir(t, name+"-agent"), link: filepath.Join(t.TempDir(), "agent-files")}
+	s.srv = fusetest.Start(t, s.mnt, fusetest.Options{})
+	req := fastReg(name, s.mnt)
+	req.Job, req.Links = job, []api.LinkSpec{{Path: s.link, Target: s.mnt}}
+	if m := mustRegister(t, td, req); m.Job != job || !m.Registered {
+		t.Fatalf("registered: %+v", m)
+	}
+	td.waitMountState(t, name, api.MountHealthy)
+	poll(t, 10*time.Second, "the link", func() bool { tgt, err := os.Readlink(s.link); return err == nil && tgt == s.mnt })
+	return s
+}
+
+// checkReleased waits until the mount is released: no longer watched, its link gone,
+// unmounted, its FUSE server exited, and the release event names why.
+func (s sessionMount) checkReleased(t *testing.T, td *testDaemon, why string) {
+	t.Helper()
+	pid := s.srv.Pid()
+	poll(t, 30*time.Second, "the release of "+s.name, func() bool {
+		return len(td.eventsWith(t, api.EventMountRegistry, "released mount "+s.name)) > 0
+	})
+	ev := td.eventsWith(t, api.EventMountRegistry, "released mount "+s.name)[0]
+	if !strings.Contains(ev.Message, why) || !strings.Contains(ev.Message, "unmounted") {
+		t.Errorf("release event %q, want it to name %q and say unmounted", ev.Message, why)
+	}
+	if code, _, _ := td.do(t, "GET", "/v1/mounts/"+s.name, ""); code != 404 {
+		t.Errorf("%s still listed after the release: %d", s.name, code)
+	}
+	if _, err := os.Lstat(s.link); !os.IsNotExist(err) {
+		t.Errorf("link %s still there: %v", s.link, err)
+	}
+	if fuseMountedAt(s.mnt) {
+		t.Errorf("%s still mounted", s.mnt)
+	}
+	poll(t, 10*time.Second, "the FUSE server of "+s.name+" to exit", func() bool { return serverGone(pid) })
+}
+
+// TestJobTiedMountReleasedWithTheJob: a mount tied to a job is released when the job's
+// lease lapses, and another when its job is deleted: links gone, unmounted, FUSE server
+// exited, events recorded. A registration naming a job that does not run is 404.
+func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
+	m := testJobs(t)
+	td := startMountDaemon(t)
+	td.d.wireJobTie(managerTie{m})
+	// A job whose lease lapses: 2 s TTL and no heartbeat.
+	ttl := api.Duration(2 * time.Second)
+	if _, err := m.Register(api.JobRequest{ID: "lapse1", PID: sleeper(t), TTL: &ttl}, jobs.Caller{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Register(api.JobRequest{ID: "del1", PID: sleeper(t)}, jobs.Caller{}); err != nil {
+		t.Fatal(err)
+	}
+	lapse := newSessionMount(t, td, "sess-lapse", "lapse1")
+	del := newSessionMount(t, td, "sess-del", "del1")
+	lapse.checkReleased(t, td, "job lapse1 ended (lease_expired)")
+	if code, _, _ := td.do(t, "GET", "/v1/mounts/sess-del", ""); code != 200 {
+		t.Fatalf("the other job's mount went with the lapsed one: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := m.End(ctx, "del1", "deleted", true); err != nil {
+		t.Fatal(err)
+	}
+	del.checkReleased(t, td, "job del1 ended (deleted)")
+	// A job that is not registered, or has ended, cannot hold a mount.
+	for _, job := range []string{"nope", "del1"} {
+		req := fastReg("late", mountDir(t, "late-"+job))
+		req.Job = job
+		code, body := register(t, td, req)
+		if p := problemOf(body); code != 404 || !strings.Contains(p.Detail, job) {
+			t.Errorf("register for job %s: %d %s, want 404 naming the job", job, code, body)
+		}
+	}
+}
+
+// TestRegisteredMountsAfterRestartWithJobs: two job-tied mounts; sandboxd stops, one job
+// ends while it is down; after the restart the other is watched again and the one whose
+// job ended is released (unmounted, link removed, server exited).
+func TestRegisteredMountsAfterRestartWithJobs(t *testing.T) {
+	m := testJobs(t)
+	tie := &switchTie{managerTie: managerTie{m}}
+	td := startMountDaemon(t)
+	td.d.wireJobTie(tie)
+	for _, id := range []string{"keep1", "gone1"} {
+		if _, err := m.Register(api.JobRequest{ID: id, PID: sleeper(t)}, jobs.Caller{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := newSessionMount(t, td, "sess-keep", "keep1")
+	gone := newSessionMount(t, td, "sess-gone", "gone1")
+	stopNow(td)
+	tie.off.Store(true) // the stopped daemon hears nothing of what follows
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := m.End(ctx, "gone1", "deleted", true); err != nil {
+		t.Fatal(err)
+	}
+	if !fuseMountedAt(gone.mnt) {
+		t.Fatal("the mount went away while sandboxd was down")
+	}
+	text, err := os.ReadFile(filepath.Join(td.dir, "sandboxd.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td2 := startDaemonIn(t, td.dir, string(text), probeSelf, withJobs(managerTie{m}))
+	gone.checkReleased(t, td2, "job gone1 has ended")
+	k := td2.waitMountState(t, "sess-keep", api.MountHealthy)
+	if !k.Registered || k.Job != "keep1" {
+		t.Fatalf("kept mount after the restart: %+v", k)
+	}
+	if tgt, err := os.Readlink(keep.link); err != nil || tgt != keep.mnt {
+		t.Errorf("the kept mount's link: %q %v", tgt, err)
+	}
+	var l api.MountList
+	_, _, body := td2.do(t, "GET", "/v1/mounts", "")
+	if json.Unmarshal([]byte(body), &l) != nil || l.Registered != 1 {
+		t.Errorf("after the restart: %s", body)
+	}
+}
