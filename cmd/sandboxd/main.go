@@ -51,6 +51,7 @@ func commands() []*command {
 		eventsCommand(),
 		checkCommand(),
 		configCommand(),
+		mountsCommand(),
 		versionCommand(),
 		helpCommand(),
 	}

@@ -173,22 +173,7 @@ func statusMounts(w io.Writer, st *api.Status, now time.Time) {
 		return
 	}
 	fmt.Fprintln(w, "\nMOUNTS")
-	for _, m := range st.Mounts {
-		req := ""
-		if m.Required {
-			req = " (required)"
-		}
-		errno := ""
-		if m.Errno != "" {
-			errno = " " + m.Errno
-		}
-		cred := ""
-		if m.CredentialExpiresAt != nil {
-			cred = ", credential expires " + ago(*m.CredentialExpiresAt, now)
-		}
-		fmt.Fprintf(w, "  %-12s %s %s%s%s since %s, %s remounts%s\n", m.Name, m.Path, strings.ToUpper(m.State), errno,
-			req, ago(m.Since, now), count(m.RemountsTotal), cred)
-	}
+	printMountLines(w, st.Mounts, now)
 }
 
 func statusConditions(w io.Writer, st *api.Status, now time.Time) {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// TestMountsCommands: a shell runner registers a session's mount, sees it in `mounts list`
+// and `status` with its job-less origin and credential expiry, pushes a renewed expiry,
+// and releases it; a name in use exits 65, an unknown mount 78.
+func TestMountsCommands(t *testing.T) {
+	testenv.RequireRoot(t)
+	sock, _ := cliDaemon(t)
+	dir := filepath.Join(t.TempDir(), "s17-agent")
+	os.Mkdir(dir, 0o755)
+	link := filepath.Join(t.TempDir(), "agent-files")
+	r := sandboxd(t, nil, "mounts", "add", "agent-s17", dir, "--socket", sock, "--optional", "--expires-at", "2099-01-01T00:00:00Z",
+		"--refresh-command", "echo '{\"Expiration\":\"2099-01-01T00:00:00Z\"}'", "--link", link+"="+dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "agent-s17") || !strings.Contains(r.stdout, "registered") {
+		t.Fatalf("mounts add: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, nil, "mounts", "add", "agent-s17", dir, "--socket", sock); r.code != 65 {
+		t.Errorf("a second add of the name: %d %s, want 65 (conflict)", r.code, r.stderr)
+	}
+	r = sandboxd(t, nil, "mounts", "--socket", sock, "--json")
+	var l api.MountList
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &l) != nil || l.Registered != 1 || len(l.Mounts) != 1 ||
+		l.Mounts[0].CredentialExpiresAt == nil || l.Mounts[0].Required {
+		t.Fatalf("mounts list --json: %d %s", r.code, r.stdout)
+	}
+	if r := sandboxd(t, nil, "status", "--socket", sock); !strings.Contains(r.stdout, "agent-s17") || !strings.Contains(r.stdout, "credential expires") {
+		t.Errorf("status does not list the registered mount with its expiry:\n%s", r.stdout)
+	}
+	if r := sandboxd(t, nil, "mounts", "push", "agent-s17", "--expires-at", "2099-06-01T00:00:00Z", "--socket", sock); r.code != 0 || !strings.Contains(r.stdout, "credential expires in") {
+		t.Errorf("mounts push: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, nil, "mounts", "push", "nope", "--expires-in", "1h", "--socket", sock); r.code != 78 {
+		t.Errorf("push to an unknown mount: %d, want 78", r.code)
+	}
+	if r := sandboxd(t, nil, "launch", "--mount", "nope", "--socket", sock); r.code != 78 || !strings.Contains(r.stderr, "nope") {
+		t.Errorf("launch naming an unknown mount: %d %s, want 78 naming it", r.code, r.stderr)
+	}
+	r = sandboxd(t, nil, "mounts", "rm", "agent-s17", "--socket", sock)
+	if r.code != 0 || !strings.Contains(r.stdout, "released agent-s17; left mounted") {
+		t.Errorf("mounts rm: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, nil, "mounts", "rm", "agent-s17", "--socket", sock); r.code != 78 {
+		t.Errorf("rm of a released mount: %d, want 78", r.code)
+	}
+	if r := sandboxd(t, nil, "mounts", "add", "x", "relative", "--socket", sock); r.code != 64 {
+		t.Errorf("add with a relative path: %d %s, want 64", r.code, r.stderr)
+	}
+}
