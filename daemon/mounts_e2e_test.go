@@ -44,7 +44,7 @@ func mustRegister(t testing.TB, td *testDaemon, req api.MountRegistration) api.M
 }
 
 func dur(d time.Duration) *api.Duration { v := api.Duration(d); return &v }
-func ptr[T any](v T) *T               { return &v }
+func ptr[T any](v T) *T                 { return &v }
 
 // fastReg is a registration probing every 200 ms with a 2 s timeout.
 func fastReg(name, path string) api.MountRegistration {
