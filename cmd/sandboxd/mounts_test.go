@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/testenv"
@@ -37,7 +38,10 @@ func TestMountsCommands(t *testing.T) {
 	if r := sandboxd(t, nil, "status", "--socket", sock); !strings.Contains(r.stdout, "agent-s17") || !strings.Contains(r.stdout, "credential expires") {
 		t.Errorf("status does not list the registered mount with its expiry:\n%s", r.stdout)
 	}
-	if r := sandboxd(t, nil, "mounts", "push", "agent-s17", "--expires-at", "2099-06-01T00:00:00Z", "--socket", sock); r.code != 0 || !strings.Contains(r.stdout, "credential expires in") {
+	r = sandboxd(t, nil, "mounts", "push", "agent-s17", "--expires-at", "2099-06-01T00:00:00Z", "--socket", sock, "--json")
+	var m api.Mount
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m.CredentialExpiresAt == nil ||
+		m.CredentialExpiresAt.UTC().Format(time.RFC3339) != "2099-06-01T00:00:00Z" {
 		t.Errorf("mounts push: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if r := sandboxd(t, nil, "mounts", "push", "nope", "--expires-in", "1h", "--socket", sock); r.code != 78 {
