@@ -1,17 +1,14 @@
 package daemon
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -437,13 +434,13 @@ func TestRegisterBadInput(t *testing.T) {
 		t.Errorf("DELETE ?unmount=maybe: %d %s", code, body)
 	}
 	// A peer that is not a writer.
-	if got := requestAs(t, td, 65534, "POST", "/v1/mounts"); got != 403 {
+	if got, _ := requestAs(t, td, 65534, 65534, nil, "POST", "/v1/mounts", "{}"); got != 403 {
 		t.Errorf("POST /v1/mounts as uid 65534: %d, want 403", got)
 	}
-	if got := requestAs(t, td, 65534, "DELETE", "/v1/mounts/bare"); got != 403 {
+	if got, _ := requestAs(t, td, 65534, 65534, nil, "DELETE", "/v1/mounts/bare", ""); got != 403 {
 		t.Errorf("DELETE as uid 65534: %d, want 403", got)
 	}
-	if got := requestAs(t, td, 65534, "GET", "/v1/mounts"); got != 200 {
+	if got, _ := requestAs(t, td, 65534, 65534, nil, "GET", "/v1/mounts", ""); got != 200 {
 		t.Errorf("GET /v1/mounts as uid 65534: %d, want 200", got)
 	}
 	if !contains(td.status(t).Features, api.FeatureRuntimeMounts) {
@@ -496,35 +493,6 @@ func TestRegisterThousand(t *testing.T) {
 	if code, body := register(t, td, api.MountRegistration{Name: "again", Path: filepath.Join(base, "again"), Required: ptr(false)}); code != 201 {
 		t.Fatalf("register after a release: %d %s", code, body)
 	}
-}
-
-// requestAs sends method path from a child process running as uid (test binary helper
-// of TestPeerAuthorization) and answers the status.
-func requestAs(t *testing.T, td *testDaemon, uid uint32, method, path string) int {
-	t.Helper()
-	helper := filepath.Join(td.dir, "helper.test")
-	if _, err := os.Stat(helper); err != nil {
-		if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(helper, b, 0o755) != nil {
-			t.Fatalf("copy test binary: %v", err)
-		}
-	}
-	cmd := exec.Command(helper, "-test.run=^TestHelperRequest$")
-	cmd.Dir = td.dir
-	cmd.Env = append(os.Environ(), "SANDBOXD_HELPER_REQUEST="+method+" "+path, "SANDBOXD_HELPER_SOCKET="+td.sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helper as uid %d: %v\n%s", uid, err, out)
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		if s, ok := strings.CutPrefix(sc.Text(), "STATUS "); ok {
-			n, _ := strconv.Atoi(s)
-			return n
-		}
-	}
-	t.Fatalf("helper printed no status:\n%s", out)
-	return 0
 }
 
 // heapInUse is the heap in use after a collection.
