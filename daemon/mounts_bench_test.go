@@ -235,4 +235,3 @@ func loadavg() string {
 	}
 	return f
 }
-
