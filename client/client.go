@@ -1,7 +1,8 @@
 // Package client is the Go client for sandboxd's Unix-socket API, for runners and for the
 // sandboxd CLI itself. The zero value talks to api.DefaultSocketPath (or $SANDBOXD_SOCKET).
 // Refusals come back as *ProblemError carrying the problem's code and detail; a daemon that
-// cannot be reached comes back as *UnreachableError saying plainly why. It imports only api.
+// cannot be reached comes back as *UnreachableError saying plainly why, and a call cut short
+// by the caller's own limit as *TimeoutError; both mean "no verdict". It imports only api.
 package client
 
 import (
