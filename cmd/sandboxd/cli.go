@@ -167,7 +167,7 @@ func parseLevel(fs *flag.FlagSet, args []string, stop bool) (parseResult, error)
 		if f == nil {
 			switch name {
 			case "h", "help":
-				r.help = true
+				r.help, r.rest = true, args[i+1:]
 				return r, nil
 			}
 			return r, fmt.Errorf("unknown flag --%s%s", name, suggestFlag(fs, name))

@@ -149,6 +149,9 @@ func TestHelpForEveryCommand(t *testing.T) {
 		if h.code != 0 || !strings.HasPrefix(h.stdout, want) {
 			t.Errorf("sandboxd help %s: exit %d\n%s%s", strings.Join(path, " "), h.code, h.stdout, h.stderr)
 		}
+		if r := sandboxd(t, nil, append([]string{"--help"}, path...)...); r.code != 0 || r.stdout != h.stdout {
+			t.Errorf("sandboxd --help %s: exit %d, differs from help:\n%s", strings.Join(path, " "), r.code, r.stdout)
+		}
 		for _, flag := range []string{"--help", "-h", "-help"} {
 			r := sandboxd(t, nil, append(append([]string{}, path...), flag)...)
 			if r.code != 0 || r.stdout != h.stdout {

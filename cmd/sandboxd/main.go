@@ -86,7 +86,16 @@ func dispatch(root *command, args []string, stdout, stderr io.Writer) int {
 		case r.version:
 			return versionCommand().run(context.Background(), &invocation{name: "sandboxd version", g: g, stdout: stdout, stderr: stderr})
 		case r.help:
-			printHelp(stdout, full, cmd, g)
+			// `sandboxd --help launch` is launch's help, as with git and kubectl.
+			c, f := cmd, full
+			for _, a := range r.rest {
+				s := c.sub(a)
+				if s == nil {
+					break
+				}
+				c, f = s, f+" "+a
+			}
+			printHelp(stdout, f, c, g)
 			return exitOK
 		case len(r.pos) == 0 && cmd.deflt == "":
 			// Bare `sandboxd` (or `sandboxd config`) prints the help; only serve runs the daemon.
