@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
@@ -68,12 +69,14 @@ func openTempDir(t *testing.T) string {
 func TestExitStatusPerRow(t *testing.T) {
 	sock, mnt := exitsDaemon(t)
 	env := []string{"SANDBOXD_SOCKET=" + sock}
-	// Files the rows must leave alone: a site's fresh job file. (That an impossible need
-	// deletes no cache entry either is issue 10's test: today the ladder still runs.)
-	kept := []string{filepath.Join(mnt, "b", "j1.out")}
+	// Files the rows must leave alone: a site's fresh job file, and a cache entry old
+	// enough to be reclaimed — a need no reclaim can meet deletes nothing (CONTRACT §6).
+	kept := []string{filepath.Join(mnt, "b", "j1.out"), filepath.Join(mnt, "cache", "pkg.tgz")}
 	for _, f := range kept {
 		testenv.Fill(f, 64<<10)
 	}
+	old := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(kept[1], old, old)
 	rows := []struct {
 		name   string
 		args   []string
@@ -86,20 +89,18 @@ func TestExitStatusPerRow(t *testing.T) {
 		{"§3 not_found (unknown site)", []string{"launch", "--site", "nope"}, 78, "not_found"},
 		{"§3 not_found (unknown mount)", []string{"launch", "--site", "a", "--mount", "nope"}, 78, "not_found"},
 		{"§3 mount_unavailable", []string{"launch", "--site", "a", "--mount", "gone"}, 75, "mount_unavailable"},
-		{"§9 resume healthy", []string{"resume"}, 0, ""},
+		{"§3 disk_full (need above the disk; deletes nothing)", []string{"launch", "--site", "b", "--need-bytes", "1TiB"}, 73, "disk_full"},
+		{"§3 inodes_exhausted", []string{"launch", "--site", "b", "--need-inodes", "99999999999"}, 73, "inodes_exhausted"},
+		{"§9 resume healthy (the refusals above left nothing to heal)", []string{"resume"}, 0, ""},
 		{"§9 reclaim dry run", []string{"reclaim", "--dry-run"}, 0, ""},
 		{"§9 events", []string{"events"}, 0, ""},
 		{"§9 events --follow ends at its --timeout", []string{"events", "--follow", "--timeout", "1s"}, 0, ""},
-		{"§9 check WARNING (a mount that is not required is missing)", []string{"check"}, 1, ""},
+		{"§9 check WARNING (a mount that is not required is missing; no ReplaceRecommended from the refusals)", []string{"check"}, 1, ""},
 		{"§9 config show", []string{"config", "show"}, 0, ""},
 		{"§9 config default", []string{"config", "default"}, 0, ""},
 		{"§9 config check of a missing file", []string{"config", "check", filepath.Join(mnt, "none.toml")}, 78, "no such file"},
 		{"§9 version", []string{"version"}, 0, ""},
 		{"§9 a usage error", []string{"launch", "--need-bytes"}, 64, "needs a value"},
-		// Last: until the do-no-harm rule of CONTRACT §6 lands (issue 10), a need above the
-		// disk still runs the ladder, and the cooldown it leaves makes check CRITICAL.
-		{"§3 disk_full (need above the disk; deletes nothing)", []string{"launch", "--site", "b", "--need-bytes", "1TiB"}, 73, "disk_full"},
-		{"§3 inodes_exhausted", []string{"launch", "--site", "b", "--need-inodes", "99999999999"}, 73, "inodes_exhausted"},
 	}
 	for _, row := range rows {
 		r := sandboxd(t, env, row.args...)

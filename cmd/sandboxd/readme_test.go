@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
@@ -47,12 +48,18 @@ func readmeCommands(t *testing.T) (cmds []string, exits []int) {
 }
 
 // TestReadmeWalkthrough runs every command of the README's walkthrough against a real
-// daemon on a tmpfs, and checks each exits as the README says and prints something.
+// daemon on a tmpfs, and checks each exits as the README says and prints something, and
+// that the walkthrough (its refused 1TiB launch, resume, dry run) deleted no cache entry.
 func TestReadmeWalkthrough(t *testing.T) {
 	testenv.RequireCommand(t, "curl")
 	testenv.RequireCommand(t, "python3")
 	mnt := testenv.Tmpfs(t, 64<<20, 0)
 	os.Mkdir(filepath.Join(mnt, "aura-bg"), 0o755)
+	entry := filepath.Join(mnt, "cache", "pkg.tgz")
+	os.Mkdir(filepath.Dir(entry), 0o755)
+	testenv.Fill(entry, 1<<20)
+	old := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(entry, old, old)
 	dir := t.TempDir()
 	_, sock, _ := serveDaemon(t, dir, fmt.Sprintf(`[[site]]
 name = "aura-bg"
@@ -62,7 +69,10 @@ path = %q
 reclaim_below = "4MiB"
 replace_below = "1MiB"
 reserve = "0"
-`, filepath.Join(mnt, "aura-bg"), mnt))
+[[reclaim.cache]]
+name = "pkgs"
+path = %q
+`, filepath.Join(mnt, "aura-bg"), mnt, filepath.Dir(entry)))
 	cmds, exits := readmeCommands(t)
 	if len(cmds) < 10 {
 		t.Fatalf("found only %d walkthrough commands in README.md", len(cmds))
@@ -83,6 +93,9 @@ reserve = "0"
 		if code == 0 && len(strings.TrimSpace(string(out))) == 0 {
 			t.Errorf("README command %q printed nothing", c)
 		}
+	}
+	if _, err := os.Stat(entry); err != nil {
+		t.Errorf("the walkthrough deleted a cache entry: %v", err)
 	}
 }
 
