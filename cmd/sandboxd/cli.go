@@ -170,7 +170,7 @@ func parseLevel(fs *flag.FlagSet, args []string, stop bool) (parseResult, error)
 				r.help, r.rest = true, args[i+1:]
 				return r, nil
 			}
-			return r, fmt.Errorf("unknown flag --%s%s", name, suggestFlag(fs, name))
+			return r, &unknownFlagError{name: name, suggestion: suggestFlag(fs, name)}
 		}
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 			if !hasValue {
@@ -191,6 +191,29 @@ func parseLevel(fs *flag.FlagSet, args []string, stop bool) (parseResult, error)
 		}
 	}
 	return r, nil
+}
+
+// unknownFlagError is a flag the command (or level) does not declare.
+type unknownFlagError struct{ name, suggestion string }
+
+func (e *unknownFlagError) Error() string { return "unknown flag --" + e.name + e.suggestion }
+
+// ownerOf names the commands under c (as "sandboxd launch") that declare flag name.
+func ownerOf(c *command, full, name string) []string {
+	if len(c.subs) == 0 {
+		fs, _ := c.leafFlags(full, &globals{})
+		if fs.Lookup(name) != nil {
+			return []string{full}
+		}
+		return nil
+	}
+	var out []string
+	for _, s := range c.subs {
+		if !s.hidden {
+			out = append(out, ownerOf(s, full+" "+s.name, name)...)
+		}
+	}
+	return out
 }
 
 // valueHint says what a flag wants, instead of the flag package's bare "parse error".

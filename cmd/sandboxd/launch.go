@@ -57,12 +57,12 @@ func runLaunch(ctx context.Context, inv *invocation, req api.LaunchRequest) int 
 		fmt.Fprintf(inv.stdout, "ok: %s\n", resp.Detail)
 	}
 	if resp.Advice != nil {
-		fmt.Fprintf(inv.stderr, "sandboxd: advice: %s: %s\n", *resp.Advice, resp.Detail)
+		fmt.Fprintf(inv.stderr, "%s: advice: %s: %s\n", inv.name, *resp.Advice, resp.Detail)
 	}
 	// Warnings (a site that is not cleaned, fields this daemon ignored) go to stderr even
 	// on success: the launch goes on, and the person reading its log sees why.
 	for _, w := range resp.Warnings {
-		fmt.Fprintf(inv.stderr, "sandboxd: warning: %s\n", w)
+		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
 	}
 	return exitOK
 }

@@ -5,11 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/sandboxd/sandboxd/mountwatch"
@@ -80,7 +82,16 @@ func dispatch(root *command, args []string, stdout, stderr io.Writer) int {
 		fs := flagSetFor(full, g, cmd == root)
 		r, err := parseLevel(fs, args, true)
 		if err != nil {
-			return usageError(stderr, full, err.Error())
+			msg := err.Error()
+			// A command's own flag before the command: say whose it is and where it goes.
+			var uf *unknownFlagError
+			if errors.As(err, &uf) && uf.suggestion == "" {
+				if owners := ownerOf(cmd, full, uf.name); len(owners) > 0 {
+					msg += fmt.Sprintf(" here: it is a flag of %s; put it after the command (%s --%s ...)",
+						strings.Join(owners, ", "), owners[0], uf.name)
+				}
+			}
+			return usageError(stderr, full, msg)
 		}
 		switch {
 		case r.version:

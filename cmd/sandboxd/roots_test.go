@@ -36,7 +36,7 @@ reserve = "0"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	want := "sandboxd: warning: site bg is not cleaned: root " + link + " is a symlink"
+	want := "sandboxd launch: warning: site bg is not cleaned: root " + link + " is a symlink"
 	if r.code != 0 || !strings.Contains(r.stderr, want) {
 		t.Fatalf("launch: exit %d, stderr %q; want 0 and %q", r.code, r.stderr, want)
 	}
