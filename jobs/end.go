@@ -22,6 +22,10 @@ func (m *Manager) End(ctx context.Context, id, reason string, wait bool) (api.Jo
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
 	}
+	if j.placing {
+		m.mu.Unlock()
+		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is being registered right now; end it once that answered", id)
+	}
 	m.startEndLocked(j, reason)
 	done := j.done
 	m.mu.Unlock()

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 	"github.com/sandboxd/sandboxd/internal/state"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
@@ -68,7 +70,7 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
 	root := testRoot(t)
 	f := &fixture{t: t, root: root, state: t.TempDir()}
-	f.opts = Options{CgroupRoot: root, Grace: 2 * time.Second, KillWait: 3 * time.Second,
+	f.opts = Options{CgroupRoot: root, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Grace: 2 * time.Second, KillWait: 3 * time.Second,
 		State: state.Open(f.state)}
 	if mod != nil {
 		mod(&f.opts)
@@ -152,4 +154,36 @@ func readPids(t testing.TB, path string, n int) []int {
 		return len(out) >= n
 	})
 	return out
+}
+
+type execCmd = exec.Cmd
+
+func spawnCmd(t testing.TB, script string) *exec.Cmd { return spawn(t, script) }
+
+func stateStore(dir string) *state.Store { return state.Open(dir) }
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// procState is the state letter of /proc/PID/stat (R, S, D, Z...), 0 when gone.
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+3 {
+		return 0
+	}
+	return s[i+2]
+}
+
+func TestMain(m *testing.M) {
+	fusetest.Main()
+	os.Exit(m.Run())
 }

@@ -122,6 +122,7 @@ type job struct {
 
 	done    chan struct{} // closed when the job stops running or ending
 	endOnce bool          // an ending goroutine was started
+	placing bool          // registration is making its cgroup: the dead-man switch waits
 	wd      int           // inotify watch of its cgroup.events; 0 = none
 }
 

@@ -125,7 +125,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409.
 	j := &job{ID: req.ID, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
-		TTL: ttl, Grace: grace, done: make(chan struct{})}
+		TTL: ttl, Grace: grace, done: make(chan struct{}), placing: true}
 	delete(m.jobs, req.ID)
 	m.jobs[req.ID] = j
 	m.mu.Unlock()
@@ -145,6 +145,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	j.StartBoot = boot
 	j.DeadlineBoot = boot + int64(life)
 	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)
+	j.placing = false
 	m.lastActivity = now
 	m.pruneEndedLocked()
 	if m.watch != nil {

@@ -88,6 +88,9 @@ func (m *Manager) tick(poll bool) time.Duration {
 	var recheck []*job
 	m.mu.Lock()
 	for _, j := range m.jobs {
+		if j.placing {
+			continue
+		}
 		switch j.State {
 		case api.JobRunning:
 			if boot >= j.DeadlineBoot {
@@ -128,6 +131,9 @@ func (m *Manager) checkEmpty(j *job) {
 	}
 	m.mu.Lock()
 	state := j.State
+	if j.placing {
+		state = ""
+	}
 	m.mu.Unlock()
 	switch state {
 	case api.JobRunning:
