@@ -45,9 +45,19 @@ type Options struct {
 	LivenessInterval time.Duration
 	// DrainRate is how many files per second the background drain may delete (default 500).
 	DrainRate int
+	// Jobs, when set, is the job registry (CONTRACT §11): a site job it holds counts as
+	// running, whatever its pid file and locks say — a stronger signal than a pid file.
+	Jobs JobHolder
 	// CmdlineTimeout bounds a read of /proc/PID/cmdline, which can block behind a FUSE page
 	// fault of that process (default 200ms).
 	CmdlineTimeout time.Duration
+}
+
+// JobHolder is what retention needs of the job registry; declared here so that retention
+// does not import jobs (the daemon wires one to the other).
+type JobHolder interface {
+	// Holds says whether the registered job id of site still has processes.
+	Holds(site, id string) bool
 }
 
 // Defaults for zero Options fields.

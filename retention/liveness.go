@@ -54,8 +54,13 @@ func (s *site) refreshLiveness(jobs []*job) {
 		}
 	}
 	var checks []liveCheck
+	holder := s.m.opts.Jobs
 	for _, j := range jobs {
 		if s.idx.jobs[j.id] != j {
+			continue
+		}
+		if holder != nil && holder.Holds(s.name, j.id) {
+			s.setLiveLocked(j, liveRunning)
 			continue
 		}
 		locked := false

@@ -84,3 +84,28 @@ func (m *Manager) PrunedTotals() map[string]map[string]int64 {
 	}
 	return out
 }
+
+// PidJob is a site job whose pid file names a live process that is the job's own.
+type PidJob struct {
+	Site string
+	Job  string
+	PID  int
+}
+
+// PidJobs lists the site jobs that are running by their pid file and that the job
+// registry does not hold (for the leak check of CONTRACT §11).
+func (m *Manager) PidJobs() []PidJob {
+	var out []PidJob
+	for _, s := range m.siteList() {
+		s.mu.Lock()
+		if s.idx != nil {
+			for _, j := range s.idx.jobs {
+				if j.pid > 0 && j.live == liveRunning && (m.opts.Jobs == nil || !m.opts.Jobs.Holds(s.name, j.id)) {
+					out = append(out, PidJob{Site: s.name, Job: j.id, PID: int(j.pid)})
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
