@@ -47,8 +47,19 @@ func (g *gate) check() syscall.Errno {
 
 // node is a loopback node whose name operations go through the gate.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	g *gate
+}
+
+var _ fs.NodeWrapChilder = (*node)(nil)
+
+// WrapChild puts every node the loopback makes beneath a node (lookup, create, mkdir,
+// mknod, symlink) behind the same gate.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	if lb, ok := ops.(*fs.LoopbackNode); ok {
+		return &node{LoopbackNode: lb, g: n.g}
+	}
+	return ops
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -138,10 +149,7 @@ func mount(dir, backing string, uid int, g *gate) (*fuse.Server, error) {
 		return nil, fmt.Errorf("stat backing %s: %w", backing, err)
 	}
 	lr := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	lr.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, g: g}
-	}
-	root := lr.NewNode(lr, nil, "", &st)
+	root := &node{LoopbackNode: &fs.LoopbackNode{RootData: lr}, g: g}
 	lr.RootNode = root
 	one := time.Second
 	mo := fuse.MountOptions{DirectMount: true, DirectMountStrict: true, FsName: "fusetest", Name: "fusetest"}

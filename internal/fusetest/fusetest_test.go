@@ -115,3 +115,33 @@ func TestHangThenAbortFreesCaller(t *testing.T) {
 		t.Fatal("the abort did not free the caller")
 	}
 }
+
+// Every node beneath the root is behind the gate too: a lookup in a directory opened
+// before the credential expired is denied once it has (the kernel asks that directory's
+// node, not the root's).
+func TestExpiredCredentialDeniesBelowTheRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := mountpoint(t)
+	cred := filepath.Join(t.TempDir(), "cred.json")
+	if err := WriteCred(cred, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	Start(t, dir, Options{Credential: cred, Reload: true})
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := os.Open(filepath.Join(dir, "sub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := syscall.Openat(int(sub.Fd()), "absent", syscall.O_RDONLY, 0); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup below the root with a valid credential: %v, want ENOENT", err)
+	}
+	if err := WriteCred(cred, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.Openat(int(sub.Fd()), "never-looked-up", syscall.O_RDONLY, 0); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("lookup below the root after expiry: %v, want EACCES", err)
+	}
+}
