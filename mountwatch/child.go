@@ -104,10 +104,10 @@ func (c *child) wait() (timedOut bool) {
 }
 
 // result is the exit error and output once reaped.
-func (c *child) result() (string, error, time.Duration) {
+func (c *child) result() (string, time.Duration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.out.String(), c.err, c.end.Sub(c.start)
+	return c.out.String(), c.end.Sub(c.start), c.err
 }
 
 // isExpired reports whether the timeout passed (the kill was sent).
@@ -134,7 +134,7 @@ func runCommand(argv []string, timeout time.Duration) (string, error) {
 		}
 		return strings.TrimSpace(c.out.String()), fmt.Errorf("%s: timed out after %v", strings.Join(argv, " "), timeout)
 	}
-	out, err, _ := c.result()
+	out, _, err := c.result()
 	out = strings.TrimSpace(out)
 	if err != nil {
 		if len(out) > 300 {

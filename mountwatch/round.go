@@ -139,7 +139,7 @@ func (w *Watcher) collect(m *mount, c *child) outcome {
 	if c.wait() {
 		return w.hungOutcome(m, fmt.Sprintf("no answer within probe_timeout %v", m.cfg.ProbeTimeout))
 	}
-	out, _, dur := c.result()
+	out, dur, _ := c.result()
 	o := outcome{duration: dur, at: w.opts.Now()}
 	var r probeResult
 	line := strings.TrimSpace(out)
