@@ -15,7 +15,8 @@ func (c *Config) SiteGuards() []safefs.Guarded { return c.guards(true) }
 
 // CacheGuards are the same for cache roots, except that a cache may lie inside a
 // protected path (CONTRACT §6.3: a protected path is never touched "unless it lies inside
-// a cache root"; discovered caches live in /home/*).
+// a cache root"; discovered caches live in /home/*), plus the site roots, which a cache
+// may not be, contain or lie inside.
 func (c *Config) CacheGuards() []safefs.Guarded { return c.guards(false) }
 
 func (c *Config) guards(site bool) []safefs.Guarded {
@@ -29,6 +30,16 @@ func (c *Config) guards(site bool) []safefs.Guarded {
 	if path.IsAbs(c.Server.StateDir) {
 		gs = append(gs, safefs.Guarded{Path: path.Clean(c.Server.StateDir),
 			What: fmt.Sprintf("the state directory %s (server.state_dir)", c.Server.StateDir)})
+	}
+	if !site {
+		// A cache that is, contains or lies inside a site: its wipe would delete a running
+		// job's files, which retention keeps. The cache is refused; the site goes on.
+		for i, st := range c.Sites {
+			if path.IsAbs(st.Path) {
+				gs = append(gs, safefs.Guarded{Path: path.Clean(st.Path), Inside: true,
+					What: fmt.Sprintf("the site %s (site[%d].path)", st.Path, i)})
+			}
+		}
 	}
 	return gs
 }

@@ -34,6 +34,12 @@ func TestCheckSeesUnsafeRootsOnDisk(t *testing.T) {
 	// Root's own aliases: the text of the site and the cache is clear of them.
 	os.Symlink(filepath.Join(T, "home"), filepath.Join(T, "plink"))
 	os.Symlink(filepath.Join(T, "state"), filepath.Join(T, "slink"))
+	// A bind mount of a site's root: a cache there would wipe the site's running jobs.
+	os.Mkdir(filepath.Join(T, "bindsite"), 0o755)
+	if err := unix.Mount(filepath.Join(T, "ok", "site"), filepath.Join(T, "bindsite"), "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Join(T, "bindsite"), unix.MNT_DETACH) })
 	src := fmt.Sprintf(`version = 1
 [server]
 state_dir = "%[1]s/slink/sandboxd"
@@ -57,6 +63,9 @@ path = "%[1]s/anc3/cache"
 [[reclaim.cache]]
 name = "state"
 path = "%[1]s/state"
+[[reclaim.cache]]
+name = "sitealias"
+path = "%[1]s/bindsite"
 `, T)
 	file := filepath.Join(t.TempDir(), "sandboxd.toml")
 	os.WriteFile(file, []byte(src), 0o644)
@@ -73,6 +82,7 @@ path = "%[1]s/state"
 		"site[1].path":          {"lies inside the protected path", "reclaim.protect[0]"},
 		"reclaim.cache[0].path": {"anc3 is a symlink"},
 		"reclaim.cache[1].path": {"contains the state directory"},
+		"reclaim.cache[2].path": {"is the site", "site[2].path"},
 	}
 	got := map[string]Problem{}
 	for _, p := range ve.Problems {
@@ -85,7 +95,7 @@ path = "%[1]s/state"
 			continue
 		}
 		line := lineOf(t, src, fmt.Sprintf("name = %q", map[string]string{"site[0].path": "attacked", "site[1].path": "aliased",
-			"reclaim.cache[0].path": "victim", "reclaim.cache[1].path": "state"}[key])) + 1
+			"reclaim.cache[0].path": "victim", "reclaim.cache[1].path": "state", "reclaim.cache[2].path": "sitealias"}[key])) + 1
 		if p.Line != line {
 			t.Errorf("%s on line %d, want %d (its path)", key, p.Line, line)
 		}

@@ -8,7 +8,7 @@ import (
 
 // systemDirs are the directories whose contents no age or size rule may prune: a site or
 // cache root set to one of them by a typo ("/var" for "/var/tmp/ci") would delete a
-// system's files by age. Any top-level "/lib*" (lib32, lib64, libx32) counts too.
+// system's files by age. The multilib "/lib*" directories (lib32, lib64, libx32) count too.
 var systemDirs = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/dev", "/proc", "/sys",
 	"/run", "/var", "/var/lib", "/home", "/root"}
 
@@ -40,5 +40,7 @@ func isSystemDir(p string) bool {
 			return true
 		}
 	}
-	return strings.HasPrefix(p, "/lib") && strings.Count(p, "/") == 1
+	// /lib32, /lib64, /libx32 (and any such multilib dir), not a /library of someone's.
+	rest, ok := strings.CutPrefix(p, "/lib")
+	return ok && rest != "" && strings.Trim(rest, "0123456789x") == ""
 }

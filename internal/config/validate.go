@@ -28,6 +28,7 @@ func validate(c *Config, ps *problems) {
 	validateFilesystems(c.Filesystems, ps)
 	validateReclaim(&c.Reclaim, c.Server.StateDir, ps)
 	validateSites(c.Sites, c.Reclaim.Protect, c.Server.StateDir, ps)
+	validateOverlap(c, ps)
 	validateMounts(c.Mounts, ps)
 	if c.RuntimeMounts.MaxRegistered < 0 {
 		ps.addf("mounts.max_registered", "%d must not be negative (0: no mount may be registered at run time)", c.RuntimeMounts.MaxRegistered)
@@ -148,6 +149,27 @@ func validateReclaim(r *Reclaim, stateDir string, ps *problems) {
 		}
 		commandOK(ps, k+".command", c.Command)
 		oneOf(ps, k+".ladder", c.Ladder, LadderGC, LadderEntries, LadderAll)
+	}
+}
+
+// validateOverlap refuses a cache root that is, contains or lies inside a site root: the
+// ladder's whole-cache rung would delete the files of the site's running jobs.
+func validateOverlap(c *Config, ps *problems) {
+	for i, cc := range c.Reclaim.Caches {
+		if !path.IsAbs(cc.Path) {
+			continue
+		}
+		root := path.Clean(cc.Path)
+		for j, s := range c.Sites {
+			if !path.IsAbs(s.Path) {
+				continue
+			}
+			sp := path.Clean(s.Path)
+			if within(root, sp) || within(sp, root) {
+				ps.add(fmt.Sprintf("reclaim.cache[%d].path", i), nil, "cache root %q overlaps the site root %q (site[%d].path): reclaim would delete its jobs' files", cc.Path, s.Path, j)
+				break
+			}
+		}
 	}
 }
 

@@ -42,6 +42,8 @@ func TestRejections(t *testing.T) {
 		{"cache root is /var/lib", "[[reclaim.cache]]\nname = \"c\"\npath = \"/var/lib\"\n", "reclaim.cache[0].path", "path", []string{"/var/lib", "system directory"}},
 		{"cache root is the state dir", "[[reclaim.cache]]\nname = \"c\"\npath = \"/var/lib/sandboxd\"\n", "reclaim.cache[0].path", "path", []string{"is the state directory", "server.state_dir"}},
 		{"cache root contains the state dir", "[server]\nstate_dir = \"/srv/st/sandboxd\"\n[[reclaim.cache]]\nname = \"c\"\npath = \"/srv/st\"\n", "reclaim.cache[0].path", "path = \"/srv/st\"", []string{"contains the state directory", "/srv/st/sandboxd"}},
+		{"cache root inside a site", "[[site]]\nname = \"s\"\npath = \"/srv/bg\"\n[[reclaim.cache]]\nname = \"c\"\npath = \"/srv/bg/cache\"\n", "reclaim.cache[0].path", "path = \"/srv/bg/cache\"", []string{"overlaps the site root", "site[0].path"}},
+		{"cache root contains a site", "[[site]]\nname = \"s\"\npath = \"/srv/c/bg\"\n[[reclaim.cache]]\nname = \"c\"\npath = \"/srv/c\"\n", "reclaim.cache[0].path", "path = \"/srv/c\"", []string{"overlaps the site root \"/srv/c/bg\""}},
 		{"site root is /", "[[site]]\nname = \"s\"\npath = \"/\"\n", "site[0].path", "path", []string{"root directory"}},
 		{"site root is /etc", "[[site]]\nname = \"s\"\npath = \"/etc\"\n", "site[0].path", "path", []string{"/etc", "system directory"}},
 		{"site root is /var", "[[site]]\nname = \"s\"\npath = \"/var\"\n", "site[0].path", "path", []string{"/var", "system directory"}},
