@@ -112,13 +112,24 @@ func (s *site) setProblemLocked(p string) {
 // on the way to the path cannot redirect it; the next check (reconcile, reload) sees the
 // change and detaches.
 func (s *site) attach() (opened bool) {
+	// The walk and the guard lookups run without the lock: a protected path on a hung
+	// mount may keep a lookup waiting (safefs bounds it), and launch calls must not wait
+	// behind it. Only this site's loop calls attach.
+	s.mu.Lock()
+	guards := s.cfg.Guards
+	s.mu.Unlock()
+	r, err := safefs.OpenRoot(s.path)
+	guardProblem := ""
+	if err == nil {
+		guardProblem = r.CheckGuards(guards)
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, err := safefs.OpenRoot(s.path)
 	if s.root != nil {
 		if err == nil && r.ID() == s.root.ID() {
 			r.Close()
-			if p := s.vetLocked(s.root); p != "" {
+			if p := s.vetLocked(s.root, guardProblem); p != "" {
 				s.detachLocked(p)
 			}
 			return false
@@ -136,7 +147,7 @@ func (s *site) attach() (opened bool) {
 		s.setProblemLocked(rootProblem(s.path, err))
 		return false
 	}
-	if p := s.vetLocked(r); p != "" {
+	if p := s.vetLocked(r, guardProblem); p != "" {
 		r.Close()
 		s.setProblemLocked(p)
 		return false
@@ -150,13 +161,13 @@ func (s *site) attach() (opened bool) {
 	return true
 }
 
-// vetLocked is what a root must pass besides the safe walk: its owner and mode, and the
-// guarded directories.
-func (s *site) vetLocked(r *safefs.Root) string {
+// vetLocked is what a root must pass besides the safe walk: its owner and mode, then the
+// guarded directories (guardProblem, checked by the caller without the lock).
+func (s *site) vetLocked(r *safefs.Root, guardProblem string) string {
 	if p := r.CheckOwner(s.allowedUIDs()...); p != "" {
 		return p
 	}
-	return r.CheckGuards(s.cfg.Guards)
+	return guardProblem
 }
 
 func rootProblem(path string, err error) string {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,12 +32,14 @@ func Locate(path string) ([]ID, error) {
 	}
 	var chain []ID
 	for range 4096 {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
+		// Device and inode need no word from a FUSE server: AT_STATX_DONT_SYNC answers
+		// from the inode, so a protected mount whose daemon hangs is still located.
+		var stx unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_INO, &stx); err != nil {
 			unix.Close(fd)
-			return nil, fmt.Errorf("locate %s: fstat: %w", path, err)
+			return nil, fmt.Errorf("locate %s: statx: %w", path, err)
 		}
-		id := idOf(&st)
+		id := ID{Dev: stxDev(&stx), Ino: stx.Ino}
 		if len(chain) > 0 && chain[len(chain)-1] == id {
 			// ".." of the namespace's root is the root itself: the top.
 			unix.Close(fd)
@@ -62,11 +66,13 @@ func Locate(path string) ([]ID, error) {
 func (r *Root) CheckGuards(guards []Guarded) string {
 	me := r.ID()
 	for _, g := range guards {
-		chain, err := Locate(g.Path)
+		chain, err := locateBounded(g.Path, locateWait)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 				continue
 			}
+			// Fail closed: a root that cannot be told apart from a protected path is not
+			// worked on until it can.
 			return fmt.Sprintf("root %s cannot be checked against %s: %v", r.path, g.What, err)
 		}
 		gid := chain[len(chain)-1]
@@ -80,4 +86,51 @@ func (r *Root) CheckGuards(guards []Guarded) string {
 		}
 	}
 	return ""
+}
+
+// locateWait bounds how long a check waits for a guarded path's lookup: a protected path
+// on (or beneath) a FUSE mount whose daemon hangs must not stall a site's loop or a
+// reclaim run.
+const locateWait = 2 * time.Second
+
+// errLocateHung says a guarded path's lookup has not returned.
+var errLocateHung = errors.New("its lookup has not returned (a hung mount?)")
+
+// lookups holds the outstanding Locate of each guarded path: at most one per path, shared
+// by every check that waits for it, so a hung lookup costs one thread, not one per check.
+var lookups = struct {
+	sync.Mutex
+	m map[string]*lookup
+}{m: map[string]*lookup{}}
+
+type lookup struct {
+	done  chan struct{}
+	chain []ID
+	err   error
+}
+
+// locateBounded is Locate(path) waited for at most d.
+func locateBounded(path string, d time.Duration) ([]ID, error) {
+	lookups.Lock()
+	l := lookups.m[path]
+	if l == nil {
+		l = &lookup{done: make(chan struct{})}
+		lookups.m[path] = l
+		go func() {
+			l.chain, l.err = Locate(path)
+			lookups.Lock()
+			delete(lookups.m, path)
+			lookups.Unlock()
+			close(l.done)
+		}()
+	}
+	lookups.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		return l.chain, l.err
+	case <-t.C:
+		return nil, fmt.Errorf("locate %s: %w", path, errLocateHung)
+	}
 }
