@@ -253,6 +253,10 @@ const (
 	VerdictHealthy   = "healthy"
 	VerdictReclaimed = "reclaimed"
 	VerdictReplace   = "replace"
+	// VerdictLow: after reclaim still short of what the run was for (a reclaim threshold,
+	// the call's need, target_free) but above every replace_below* threshold: the command
+	// may run; reclaim found too little to free. "reclaimed" would say it was fixed.
+	VerdictLow = "low"
 )
 
 // Usage is one of the largest directories of a filesystem.
@@ -272,6 +276,9 @@ type ReclaimRun struct {
 	FinishedAt time.Time    `json:"finished_at"`
 	Before     []Filesystem `json:"before"`
 	After      []Filesystem `json:"after"`
+	// Projected are the figures a dry run or an observe-mode run would leave (its after
+	// and freed figures are what is on disk: nothing was changed).
+	Projected  []Filesystem `json:"projected,omitempty"`
 	FreedBytes int64        `json:"freed_bytes"`
 	FreedFiles int64        `json:"freed_files"`
 	Actions    []Action     `json:"actions"`

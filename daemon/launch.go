@@ -191,8 +191,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	case rerr != nil:
 		notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))
 	default:
-		notes = append(notes, fmt.Sprintf("reclaim freed %s and %s files (verdict %s)",
-			api.FormatSize(uint64(max(run.FreedBytes, 0))), api.FormatCount(uint64(max(run.FreedFiles, 0))), run.Verdict))
+		notes = append(notes, reclaimNote(run))
 	}
 	if m, err := c.pressure.Measure(context.WithoutCancel(ctx), pressure.ExistingAncestor(path)); err == nil {
 		fs = m

@@ -1,6 +1,11 @@
 package daemon
 
-import "github.com/sandboxd/sandboxd/retention"
+import (
+	"fmt"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/retention"
+)
 
 // siteUsage is what every site holds, an upper bound of ladder rung 1.
 func siteUsage(sites *retention.Manager) (bytes, files int64) {
@@ -9,4 +14,22 @@ func siteUsage(sites *retention.Manager) (bytes, files int64) {
 		files += max(s.Files, 0)
 	}
 	return bytes, files
+}
+
+// reclaimNote is what a launch's detail says of the reclaim it ran: what it freed, or in
+// observe mode what it would have freed — never "freed" for what was not deleted.
+func reclaimNote(run api.ReclaimRun) string {
+	if len(run.Projected) == 0 {
+		return fmt.Sprintf("reclaim freed %s and %s files (verdict %s)",
+			api.FormatSize(uint64(max(run.FreedBytes, 0))), api.FormatCount(uint64(max(run.FreedFiles, 0))), run.Verdict)
+	}
+	var b, n int64
+	for i, p := range run.Projected {
+		if i < len(run.Before) {
+			b += int64(p.AvailBytes) - int64(run.Before[i].AvailBytes)
+			n += int64(p.FilesFree) - int64(run.Before[i].FilesFree)
+		}
+	}
+	return fmt.Sprintf("reclaim would free %s and %s files (observe mode: nothing was deleted)",
+		api.FormatSize(uint64(max(b, 0))), api.FormatCount(uint64(max(n, 0))))
 }

@@ -57,6 +57,7 @@ func (r *Reclaimer) runCommand(ctx context.Context, c *cache, argv []string, uid
 	if err != nil {
 		return fmt.Errorf("%s not installed: %w", argv[0], err)
 	}
+	callCtx := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.opts.CommandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, argv[1:]...)
@@ -73,9 +74,13 @@ func (r *Reclaimer) runCommand(ctx context.Context, c *cache, argv []string, uid
 	start := time.Now()
 	err = cmd.Run()
 	took := time.Since(start)
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("killed after %s (timeout %s): %w", took.Round(time.Millisecond), r.opts.CommandTimeout, ctx.Err())
-	} else if err != nil {
+	switch {
+	case err != nil && callCtx.Err() != nil:
+		// The call's own deadline came first: say so, not the command timeout it never reached.
+		err = fmt.Errorf("killed after %s at the call's deadline: %w", took.Round(time.Millisecond), callCtx.Err())
+	case err != nil && ctx.Err() != nil:
+		err = fmt.Errorf("killed after %s (reclaim's command timeout %s): %w", took.Round(time.Millisecond), r.opts.CommandTimeout, ctx.Err())
+	case err != nil:
 		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
 	}
 	fields := map[string]any{"command": strings.Join(argv, " "), "cache": c.Path, "uid": uid, "seconds": took.Seconds()}

@@ -35,7 +35,7 @@ func newCounters() Counters {
 	c := Counters{Runs: map[RunKey]int64{}, FreedBytes: map[string]int64{}, FreedFiles: map[string]int64{}, Actions: map[ActionKey]int64{}}
 	// Known series exist from start-up at zero.
 	for _, t := range []string{TriggerLaunch, TriggerResume, TriggerStartup, TriggerPressure, TriggerManual} {
-		for _, v := range []string{api.VerdictHealthy, api.VerdictReclaimed, api.VerdictReplace} {
+		for _, v := range []string{api.VerdictHealthy, api.VerdictReclaimed, api.VerdictLow, api.VerdictReplace} {
 			c.Runs[RunKey{t, v}] = 0
 		}
 	}

@@ -10,26 +10,37 @@ import (
 
 // fingerprint is the run's detail line (CONTRACT §3): the filesystem with its free bytes,
 // size, percent used and free inodes; what was reclaimed and how much it freed; and the
-// threshold involved with its value and config key.
+// threshold involved with its value and config key. A dry run or an observe-mode run
+// says "would" and names its projected figures as projected (issue 10).
 func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
-	parts := []string{f.cur.Fingerprint()}
+	m := f.now()
+	parts := []string{m.Fingerprint()}
 	if len(run.Actions) > 0 || run.Verdict != api.VerdictHealthy {
-		parts = append(parts, describeFreed(run))
+		parts = append(parts, describeFreed(run, f.simulate))
 	}
 	if kept := keptOfflineNames(run); kept != "" {
 		parts = append(parts, "kept "+kept+" (reclaim.offline: only a download refills them)")
 	}
-	m := f.cur
+	p := f.cur // the projection of a simulated run, what is on disk otherwise
 	switch {
-	case run.Verdict == api.VerdictHealthy:
-		s := "above filesystem.reclaim_below (" + api.FormatSize(m.ReclaimThresholdBytes) + ")"
-		if m.Files > 0 {
-			s += " and filesystem.reclaim_below_inodes (" + api.FormatCount(m.ReclaimThresholdFiles) + " inodes)"
-		}
-		parts = append(parts, s+": nothing to reclaim")
 	case f.blocked != "":
 		parts = append(parts, fmt.Sprintf("below filesystem.reclaim_below (%s) again but %s: replace the sandbox", api.FormatSize(m.ReclaimThresholdBytes), f.blocked))
-	case f.belowReplace:
+	case f.preview:
+		parts = append(parts, fmt.Sprintf("%s: nothing needed; if it were, the above is what would go first", aboveThresholds(m)))
+	case f.simulate && f.satisfied():
+		parts = append(parts, fmt.Sprintf("would then have %s free (projected), at or above %s", api.FormatSize(p.AvailBytes), f.targetDesc()))
+	case f.simulate:
+		s := fmt.Sprintf("would then have %s free (projected), still short of %s", api.FormatSize(p.AvailBytes), f.targetDesc())
+		if p.BelowReplace() {
+			s += "; the data left is not regenerable, replace the sandbox"
+		}
+		parts = append(parts, s)
+	case run.Verdict == api.VerdictHealthy:
+		parts = append(parts, aboveThresholds(m)+": nothing to reclaim")
+	case f.reserveLifted:
+		parts = append(parts, fmt.Sprintf("below filesystem.replace_below (%s) after reclaim until the reserve was released: the data left is not regenerable, replace the sandbox",
+			api.FormatSize(m.ReplaceThresholdBytes)))
+	case m.BelowReplace():
 		var why []string
 		if m.AvailBytes < m.ReplaceThresholdBytes {
 			why = append(why, "filesystem.replace_below ("+api.FormatSize(m.ReplaceThresholdBytes)+")")
@@ -39,22 +50,55 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 		}
 		parts = append(parts, "still below "+strings.Join(why, " and ")+" after reclaim: the data left is not regenerable, replace the sandbox")
 	case f.satisfied():
-		parts = append(parts, fmt.Sprintf("back above filesystem.reclaim_below (%s) plus reclaim.headroom", api.FormatSize(m.ReclaimThresholdBytes)))
+		parts = append(parts, "back at or above "+f.targetDesc())
 	default:
-		parts = append(parts, fmt.Sprintf("still short of the target %s free (filesystem.reclaim_below %s plus reclaim.headroom) but above filesystem.replace_below (%s)",
-			api.FormatSize(f.targetBytes), api.FormatSize(m.ReclaimThresholdBytes), api.FormatSize(m.ReplaceThresholdBytes)))
+		parts = append(parts, fmt.Sprintf("still short of %s but above filesystem.replace_below (%s)", f.targetDesc(), api.FormatSize(m.ReplaceThresholdBytes)))
 	}
-	if run.DryRun {
+	switch {
+	case run.DryRun:
 		parts = append(parts, "dry run: nothing was changed")
+	case f.simulate:
+		parts = append(parts, "observe mode: nothing was changed")
 	}
 	return strings.Join(parts, "; ")
 }
 
-// describeFreed names what the run reclaimed, largest source first, and the total.
-func describeFreed(run *api.ReclaimRun) string {
+// aboveThresholds is "above filesystem.reclaim_below (1.5 GiB) and filesystem.reclaim_below_inodes (…)".
+func aboveThresholds(m api.Filesystem) string {
+	s := "above filesystem.reclaim_below (" + api.FormatSize(m.ReclaimThresholdBytes) + ")"
+	if m.Files > 0 {
+		s += " and filesystem.reclaim_below_inodes (" + api.FormatCount(m.ReclaimThresholdFiles) + " inodes)"
+	}
+	return s
+}
+
+// targetDesc names where the ladder stops, by what set it: target_free, the call's need,
+// or the reclaim threshold plus headroom.
+func (f *fsRun) targetDesc() string {
+	t := api.FormatSize(f.targetBytes)
+	switch {
+	case f.targetFree:
+		return "the target " + t + " free (target_free)"
+	case f.needBytes == f.targetBytes && f.needBytes > 0:
+		return t + " free, what the call needs"
+	}
+	return fmt.Sprintf("the target %s free (filesystem.reclaim_below %s plus reclaim.headroom)", t, api.FormatSize(f.cur.ReclaimThresholdBytes))
+}
+
+// describeFreed names what the run reclaimed, largest source first, and the total: for a
+// simulated run what it would reclaim, by the actions' estimates.
+func describeFreed(run *api.ReclaimRun, simulated bool) string {
 	verb := "reclaimed"
-	if run.DryRun || len(run.Actions) > 0 && run.Actions[0].Status == api.ActionObserved {
+	totalB, totalF := run.FreedBytes, run.FreedFiles
+	if simulated {
 		verb = "would reclaim"
+		totalB, totalF = 0, 0
+		for _, a := range run.Actions {
+			if a.Status == api.ActionPlanned || a.Status == api.ActionObserved {
+				totalB += max(a.FreedBytes, 0)
+				totalF += max(a.FreedFiles, 0)
+			}
+		}
 	}
 	type src struct {
 		name  string
@@ -96,7 +140,7 @@ func describeFreed(run *api.ReclaimRun) string {
 	if len(list) == 0 {
 		return "nothing reclaimable was found (no cache or expired site entry on it)"
 	}
-	s := fmt.Sprintf("%s %s and %s inodes (%s)", verb, api.FormatSize(uint64(run.FreedBytes)), api.FormatCount(uint64(run.FreedFiles)), strings.Join(names, ", "))
+	s := fmt.Sprintf("%s %s and %s inodes (%s)", verb, api.FormatSize(uint64(totalB)), api.FormatCount(uint64(totalF)), strings.Join(names, ", "))
 	if len(failed) > 0 {
 		s += "; failed: " + strings.Join(failed, ", ")
 	}

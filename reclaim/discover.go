@@ -124,6 +124,7 @@ func (r *Reclaimer) discover() []*cache {
 			})
 		}
 	}
+	out = uniqueRoots(out)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Order < out[j].Order })
 	r.publishCaches(out)
 	return out
@@ -220,4 +221,20 @@ func (r *Reclaimer) openCache(c *cache) (*safefs.Root, error) {
 		return nil, &refusedError{"cache " + why}
 	}
 	return root, nil
+}
+
+// uniqueRoots keeps the first cache of each root path: a declared root that is also a
+// discovered one (or a home matched by two globs) is one cache, listed and walked once.
+func uniqueRoots(cs []*cache) []*cache {
+	seen := map[string]bool{}
+	out := cs[:0]
+	for _, c := range cs {
+		p := filepath.Clean(c.Path)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		out = append(out, c)
+	}
+	return out
 }

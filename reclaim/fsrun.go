@@ -14,16 +14,19 @@ type fsRun struct {
 	// what the caller needs when that is more.
 	targetBytes, targetFiles uint64
 	needBytes, needFiles     uint64
+	targetFree               bool // targetBytes is the caller's target_free
+	preview                  bool // a dry run on a filesystem that needs nothing: what would go first
 	measure                  func(ctx context.Context, path string) (api.Filesystem, error)
 	// simulate: the run changes nothing and its figures are estimates; every action it
 	// reports then has simStatus (observed in observe mode, else planned: a dry run).
-	simulate     bool
-	simStatus    string
-	blocked      string // why the ladder did not run (cooldown, runs per hour)
-	ran          bool   // the ladder ran
-	belowReplace bool   // still below replace_below* after the ladder
-	actions      []api.Action
-	err          error
+	simulate      bool
+	simStatus     string
+	blocked       string // why the ladder did not run (cooldown, runs per hour)
+	ran           bool   // the ladder ran
+	belowReplace  bool   // still below replace_below* after the ladder
+	reserveLifted bool   // ... and releasing the reserve then lifted it above
+	actions       []api.Action
+	err           error
 }
 
 func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headroomInodes uint64) *fsRun {
@@ -31,6 +34,7 @@ func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headro
 	f.targetBytes = m.ReclaimThresholdBytes + uint64(max(headroom, 0))
 	f.needBytes = uint64(max(req.NeedBytes, 0))
 	f.targetBytes = max(f.targetBytes, f.needBytes, uint64(max(req.TargetFree, 0)))
+	f.targetFree = req.TargetFree > 0 && f.targetBytes == uint64(req.TargetFree)
 	if m.Files > 0 {
 		f.targetFiles = m.ReclaimThresholdFiles + headroomInodes
 		f.needFiles = req.NeedInodes

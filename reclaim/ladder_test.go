@@ -216,8 +216,14 @@ func TestObserveDeletesNothing(t *testing.T) {
 		}
 		est += a.FreedBytes
 	}
-	if est < 40*mib || run.FreedBytes < 40*mib {
-		t.Errorf("observed actions would free %d (run says %d), want the ~40 MiB deficit", est, run.FreedBytes)
+	if est < 40*mib || run.FreedBytes != 0 {
+		t.Errorf("observed actions would free %d (run says it freed %d), want the ~40 MiB deficit and 0 freed", est, run.FreedBytes)
+	}
+	if len(run.Projected) != 1 || run.Projected[0].AvailBytes < run.Before[0].AvailBytes+40*mib || run.After[0].AvailBytes != run.Before[0].AvailBytes {
+		t.Errorf("observe mode: after %+v, projected %+v: want after = before and the projection apart", run.After, run.Projected)
+	}
+	if run.Verdict == api.VerdictReclaimed {
+		t.Errorf("observe mode freed nothing, yet the verdict is reclaimed")
 	}
 	if !strings.Contains(run.Detail, "would reclaim") {
 		t.Errorf("detail: %s", run.Detail)

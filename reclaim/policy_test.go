@@ -99,6 +99,9 @@ func TestReserveReleasedAndRearmed(t *testing.T) {
 	if run.Verdict != api.VerdictReplace || exists(resPath) {
 		t.Fatalf("at 100%% with only user data: verdict %q, reserve exists %v", run.Verdict, exists(resPath))
 	}
+	if strings.Contains(run.Detail, "below  ") || !strings.Contains(run.Detail, "replace") {
+		t.Errorf("detail names no threshold: %s", run.Detail)
+	}
 	if c := r.Conditions(); len(c) != 1 || !c[0].Status || c[0].Type != api.CondReserveReleased {
 		t.Errorf("conditions after release: %+v", c)
 	}

@@ -183,6 +183,14 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 			work = append(work, f)
 		}
 	}
+	if req.DryRun && len(work) == 0 {
+		// Nothing needed: a plan still shows what would go first, up to the headroom.
+		for _, f := range all {
+			f.preview = true
+			f.targetBytes = f.cur.AvailBytes + uint64(max(r.opts.Headroom, 64<<20))
+			work = append(work, f)
+		}
+	}
 	var walks int64
 	if len(work) > 0 {
 		// A dry-run plan answers within PlanBudget: the estimate is what sizing found by
@@ -258,6 +266,7 @@ func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64
 				if a, ok := r.releaseReserve(f.path, "below the replace threshold and reclaim could not fix it"); ok {
 					f.add(a)
 					f.remeasure(ctx, a.FreedBytes, a.FreedFiles)
+					f.reserveLifted = !f.cur.BelowReplace() // a salvage, not a fix: the verdict stays replace
 				}
 			}
 		}
@@ -274,36 +283,38 @@ func (r *Reclaimer) markReplace(fs, why string) {
 	}
 }
 
-// finish fills the run's verdict, figures, actions, detail and usage.
+// finish fills the run's verdict, figures, actions, detail and usage. The verdict says
+// what is on disk: a simulated run (dry run, observe) changed nothing, so it is the
+// verdict of its before figures, and its projection goes to Projected.
 func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work []*fsRun) {
 	run.Verdict = api.VerdictHealthy
-	var worst *fsRun
 	for _, f := range all {
 		run.Before = append(run.Before, f.before)
-		run.After = append(run.After, f.cur)
 		run.Actions = append(run.Actions, f.actions...)
-		if f.cur.AvailBytes > f.before.AvailBytes {
-			run.FreedBytes += int64(f.cur.AvailBytes - f.before.AvailBytes)
-		}
-		if f.cur.FilesFree > f.before.FilesFree {
-			run.FreedFiles += int64(f.cur.FilesFree - f.before.FilesFree)
+		if f.simulate {
+			run.After = append(run.After, f.before)
+			run.Projected = append(run.Projected, f.cur)
+		} else {
+			run.After = append(run.After, f.cur)
+			run.FreedBytes += int64(f.cur.AvailBytes - min(f.before.AvailBytes, f.cur.AvailBytes))
+			run.FreedFiles += int64(f.cur.FilesFree - min(f.before.FilesFree, f.cur.FilesFree))
 		}
 		if f.err != nil {
 			run.Warnings = append(run.Warnings, fmt.Sprintf("measure %s: %v", f.path, f.err))
 		}
 	}
+	var worst *fsRun
+	rank := map[string]int{api.VerdictHealthy: 0, api.VerdictReclaimed: 1, api.VerdictLow: 2, api.VerdictReplace: 3}
 	for _, f := range work {
-		switch {
-		case f.blocked != "" || f.belowReplace:
-			run.Verdict = api.VerdictReplace
-			if worst == nil || worst.blocked == "" && !worst.belowReplace {
-				worst = f
-			}
-		case run.Verdict != api.VerdictReplace:
-			run.Verdict = api.VerdictReclaimed
-			if worst == nil {
-				worst = f
-			}
+		if f.preview {
+			continue
+		}
+		v := f.verdict()
+		if worst == nil || rank[v] > rank[run.Verdict] {
+			worst = f
+		}
+		if rank[v] > rank[run.Verdict] {
+			run.Verdict = v
 		}
 	}
 	if worst == nil && len(all) > 0 {
@@ -312,12 +323,35 @@ func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work [
 	if worst != nil {
 		run.Detail = r.fingerprint(run, worst)
 		if run.Verdict == api.VerdictReplace {
-			run.Usage = r.usage(ctx, worst.cur)
+			run.Usage = r.usage(ctx, worst.now())
 		}
 	} else {
 		run.Detail = "no watched filesystem could be measured"
 	}
 	run.FinishedAt = r.opts.Now()
+}
+
+// now is what is on disk after the run: the projection of a simulated run is not.
+func (f *fsRun) now() api.Filesystem {
+	if f.simulate {
+		return f.before
+	}
+	return f.cur
+}
+
+// verdict is this filesystem's verdict from what is on disk after the run.
+func (f *fsRun) verdict() string {
+	m := f.now()
+	cur := &fsRun{cur: m, needBytes: f.needBytes, needFiles: f.needFiles}
+	switch {
+	case f.blocked != "" || f.belowReplace || m.BelowReplace():
+		return api.VerdictReplace
+	case cur.needed(0) || f.targetFree && m.AvailBytes < f.targetBytes:
+		return api.VerdictLow
+	case !f.simulate && (m.AvailBytes > f.before.AvailBytes || m.FilesFree > f.before.FilesFree):
+		return api.VerdictReclaimed
+	}
+	return api.VerdictHealthy
 }
 
 // Cooldown is the reclaim cooldown in force (0: none), for /v1/config's in_force.

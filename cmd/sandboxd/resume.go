@@ -15,7 +15,7 @@ const exitReplace = 10
 
 func resumeCommand() *command {
 	return &command{name: "resume", summary: "the resume hook: self-heal and print the verdict",
-		long:    "Exit 0 for healthy or reclaimed, 10 for replace (the sandbox holds data that is not regenerable).",
+		long:    "Exit 0 for healthy, reclaimed or low (still short but above replace_below), 10 for replace (the sandbox holds data that is not regenerable).",
 		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
 			deadline := fs.Duration("deadline", 30*time.Second, "the call's deadline")
 			return func(ctx context.Context, inv *invocation) int {
@@ -75,6 +75,9 @@ func printRun(w io.Writer, run *api.ReclaimRun, asJSON bool) {
 	cached := ""
 	if run.Cached {
 		cached = " (cached result of a run under 10 s ago)"
+	}
+	if run.DryRun {
+		cached += " (dry run: what is on disk now; the plan and its projection below)"
 	}
 	fmt.Fprintf(w, "verdict: %s%s\n%s\n", run.Verdict, cached, run.Detail)
 	for _, a := range run.Actions {

@@ -1,0 +1,123 @@
+package reclaim
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Words that match what happened (issue 10, item 8).
+
+// A run that frees nothing is never "reclaimed": still short and above replace_below it is
+// "low", and exactly at replace_below is not below it (the documented comparison).
+func TestNothingFreedIsNotReclaimed(t *testing.T) {
+	e := newEnv(t, 128*mib, 0)
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 40*mib)
+	avail := e.avail()
+	e.reclaimBelow, e.replaceBelow = 64*mib, avail // free is exactly the replace threshold
+	r := e.newReclaimer(e.options())
+	run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Verdict != api.VerdictLow || run.FreedBytes != 0 {
+		t.Fatalf("nothing to free, free at exactly replace_below: verdict %q freed %d: %s", run.Verdict, run.FreedBytes, run.Detail)
+	}
+	for _, w := range []string{"nothing reclaimable was found", "still short of the target", "above filesystem.replace_below"} {
+		if !strings.Contains(run.Detail, w) {
+			t.Errorf("detail lacks %q: %s", w, run.Detail)
+		}
+	}
+	if strings.Contains(run.Detail, "reclaimed") || len(e.replaced) != 0 {
+		t.Errorf("detail %q, replace marks %v", run.Detail, e.replaced)
+	}
+}
+
+// A dry run on a healthy disk still shows its plan, says nothing is needed and changes
+// nothing; with target_free the detail names that target, not reclaim_below + headroom.
+func TestDryRunPlansOnAHealthyDiskAndNamesItsTarget(t *testing.T) {
+	e := newEnv(t, 256*mib, 0)
+	e.layout()
+	before := hashTree(t, e.root)
+	r := e.newReclaimer(e.options())
+	run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerManual, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := 0
+	for _, a := range run.Actions {
+		if a.Status == api.ActionPlanned {
+			planned++
+		}
+	}
+	if run.Verdict != api.VerdictHealthy || planned == 0 || !strings.Contains(run.Detail, "nothing needed") || !strings.Contains(run.Detail, "would reclaim") {
+		t.Fatalf("dry run on a healthy disk: verdict %q, %d planned: %s", run.Verdict, planned, run.Detail)
+	}
+	target := int64(e.avail() + 30*mib)
+	run, err = r.Reclaim(context.Background(), Request{Trigger: TriggerManual, DryRun: true, TargetFree: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(run.Detail, "(target_free)") || strings.Contains(run.Detail, "plus reclaim.headroom") || !strings.Contains(run.Detail, "(projected)") {
+		t.Errorf("dry run with target_free: %s", run.Detail)
+	}
+	if run.FreedBytes != 0 || len(run.Projected) != 1 || run.Projected[0].AvailBytes <= run.After[0].AvailBytes {
+		t.Errorf("a dry run freed %d; after %+v projected %+v", run.FreedBytes, run.After, run.Projected)
+	}
+	sameTree(t, before, hashTree(t, e.root))
+}
+
+// A gc command cut by the call's deadline says so, not the 2m command timeout it never
+// reached.
+func TestCommandKilledByTheCallsDeadlineSaysSo(t *testing.T) {
+	e := newEnv(t, 128*mib, 0)
+	bin := t.TempDir()
+	writeFileStr(t, filepath.Join(bin, "hang.sh"), "#!/bin/sh\nexec sleep 300\n")
+	os.Chmod(filepath.Join(bin, "hang.sh"), 0o755)
+	writeFile(t, filepath.Join(e.root, "c1", "a"), mib, 5*time.Hour)
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 40*mib)
+	o := e.options()
+	o.CommandTimeout = 2 * time.Minute
+	o.Caches = []CacheConfig{{Name: "c1", Path: filepath.Join(e.root, "c1"), Command: []string{filepath.Join(bin, "hang.sh")}}}
+	o.LookPath = onlyTools()
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	run, err := e.newReclaimer(o).Reclaim(ctx, Request{Trigger: TriggerManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range run.Actions {
+		if a.Kind == api.ActionCommand {
+			if !strings.Contains(a.Error, "at the call's deadline") || strings.Contains(a.Error, "2m") {
+				t.Errorf("command cut by the call's deadline: %q", a.Error)
+			}
+			return
+		}
+	}
+	t.Fatalf("no command action: %+v", run.Actions)
+}
+
+// A declared root that is also discovered is one cache.
+func TestACacheIsListedOnce(t *testing.T) {
+	e := newEnv(t, 64*mib, 0)
+	gb := filepath.Join(e.home, ".cache", "go-build")
+	goBuildCache(t, gb, 4, 4096, 48*time.Hour)
+	o := e.options()
+	o.Caches = []CacheConfig{{Name: "gb", Path: gb, Kind: "go-build"}}
+	r := e.newReclaimer(o)
+	r.discover()
+	n := 0
+	for _, c := range r.Caches() {
+		if c.Path == gb {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%s listed %d times: %+v", gb, n, r.Caches())
+	}
+}
