@@ -134,7 +134,9 @@ func (d *Daemon) reconfigureSites(_ context.Context, c *components, prev, next *
 		c.sites = m
 		return "sites restarted for mode " + next.Server.Mode, true, nil
 	}
-	if reflect.DeepEqual(prev.Sites, next.Sites) {
+	// The guards (protected paths, the state dir) are part of each site's config: a new
+	// protect list must reach the sites even when the [[site]] entries are unchanged.
+	if reflect.DeepEqual(prev.Sites, next.Sites) && reflect.DeepEqual(prev.SiteGuards(), next.SiteGuards()) {
 		return "", false, nil
 	}
 	sites, err := siteConfigs(next)

@@ -132,3 +132,70 @@ path = %[2]q
 		t.Fatal("a file outside the real cache changed: the attack worked")
 	}
 }
+
+// A reload that adds a protected path reaches the sites and caches whose [[site]] and
+// [[reclaim.cache]] entries did not change: the site inside it (by identity: the new
+// path is a symlinked alias) stops being cleaned, the cache containing it is skipped.
+func TestReloadedProtectReachesUnchangedRoots(t *testing.T) {
+	T := testenv.Tmpfs(t, 24<<20, 0)
+	old := time.Now().Add(-48 * time.Hour)
+	os.MkdirAll(filepath.Join(T, "data", "site"), 0o755)
+	for _, d := range []string{"cache/keep", "cache/x"} {
+		p := filepath.Join(T, d)
+		os.MkdirAll(p, 0o755)
+		testenv.Fill(filepath.Join(p, "blob"), 1<<20)
+		os.Chtimes(filepath.Join(p, "blob"), old, old)
+		os.Chtimes(p, old, old)
+	}
+	os.Symlink(filepath.Join(T, "data"), filepath.Join(T, "alias"))
+	os.Symlink(filepath.Join(T, "cache", "keep"), filepath.Join(T, "alias2"))
+	td := startDaemon(t, fmt.Sprintf(`[[filesystem]]
+path = %[1]q
+reclaim_below = "2MiB"
+replace_below = "1MiB"
+reserve = "0"
+[[site]]
+name = "s"
+path = "%[1]s/data/site"
+[[reclaim.cache]]
+name = "c"
+path = "%[1]s/cache"
+`, T))
+	site := func() string {
+		st, err := td.client.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.Sites {
+			if s.Name == "s" && s.Problem != nil {
+				return *s.Problem
+			}
+		}
+		return ""
+	}
+	if p := site(); p != "" {
+		t.Fatalf("site problem before the reload: %q", p)
+	}
+	cfgPath := filepath.Join(td.dir, "sandboxd.toml")
+	b, _ := os.ReadFile(cfgPath)
+	next := strings.Replace(string(b), `protect = ["/home", "/root"]`,
+		fmt.Sprintf(`protect = ["/home", "/root", "%[1]s/alias", "%[1]s/alias2"]`, T), 1)
+	if next == string(b) {
+		t.Fatal("the test config has no protect line to extend")
+	}
+	os.WriteFile(cfgPath, []byte(next), 0o644)
+	if err := td.d.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	poll(t, 30*time.Second, "the site to see the new protected path", func() bool {
+		return strings.Contains(site(), "lies inside the protected path "+filepath.Join(T, "alias"))
+	})
+	before := fingerprintExcept(t, filepath.Join(T, "cache"))
+	status, _, body := td.do(t, "POST", "/v1/reclaim", `{"target_free":"23MiB"}`)
+	if status != 200 || !strings.Contains(body, "contains the protected path "+filepath.Join(T, "alias2")) {
+		t.Errorf("reclaim after the reload: %d %s; want the cache skipped", status, body)
+	}
+	if fingerprintExcept(t, filepath.Join(T, "cache")) != before {
+		t.Error("the cache holding the new protected path lost files")
+	}
+}

@@ -21,6 +21,7 @@ func (r *Reclaimer) Reconfigure(ctx context.Context, opts Options) (bool, error)
 	}
 	next := r.opts
 	next.Caches, next.AutoCaches, next.Protect = opts.Caches, opts.AutoCaches, opts.Protect
+	next.Guards = opts.Guards
 	next.MinAge, next.Headroom, next.HeadroomInodes = opts.MinAge, opts.Headroom, opts.HeadroomInodes
 	next.Cooldown, next.MaxRunsPerHour = opts.Cooldown, opts.MaxRunsPerHour
 	next.Reserves, next.Filesystems, next.Observe = opts.Reserves, opts.Filesystems, opts.Observe
@@ -44,6 +45,7 @@ func (r *Reclaimer) Reconfigure(ctx context.Context, opts Options) (bool, error)
 	// (emit, the pressure watcher's calls) never race with a reload.
 	o := &r.opts
 	o.Caches, o.AutoCaches, o.Protect = next.Caches, next.AutoCaches, next.Protect
+	o.Guards = next.Guards
 	o.MinAge, o.Headroom, o.HeadroomInodes = next.MinAge, next.Headroom, next.HeadroomInodes
 	o.Cooldown, o.MaxRunsPerHour = next.Cooldown, next.MaxRunsPerHour
 	o.Reserves, o.Filesystems, o.Observe = next.Reserves, next.Filesystems, next.Observe
@@ -57,6 +59,6 @@ func (r *Reclaimer) Reconfigure(ctx context.Context, opts Options) (bool, error)
 
 // reloadable is the part of Options that Reconfigure changes, for comparison.
 func reloadable(o Options) []any {
-	return []any{o.Caches, o.AutoCaches, o.Protect, o.MinAge, o.Headroom, o.HeadroomInodes,
+	return []any{o.Caches, o.AutoCaches, o.Protect, o.Guards, o.MinAge, o.Headroom, o.HeadroomInodes,
 		o.Cooldown, o.MaxRunsPerHour, o.Reserves, o.Filesystems, o.Observe}
 }
