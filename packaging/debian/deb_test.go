@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/internal/fusetest"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
@@ -34,6 +35,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	fusetest.Main() // the FUSE server roles, re-executed by TestPackageUnderSystemd
 	code := m.Run()
 	if debsDir != "" {
 		os.RemoveAll(debsDir)
