@@ -59,8 +59,10 @@ bench: deps build
 clean:
 	rm -rf bin $(RUN_DIR)
 
-# Regenerates docs/config.md's reference block from the embedded default.
+# Regenerates docs/config.md's reference block and the DaemonSet's ConfigMap
+# (packaging/kubernetes/configmap.yaml) from the embedded default.
 docs:
+	$(GO) test -count=1 -run '^TestConfigMap$$' ./packaging/kubernetes -update >/dev/null
 	@awk '/^```toml$$/{print; system("cat internal/config/default.toml"); skip=1; next} skip && /^```$$/{skip=0} !skip' docs/config.md > docs/config.md.new && mv docs/config.md.new docs/config.md
 
 # A lintian-clean Debian package (packaging/debian/build.sh says how) in bin/.

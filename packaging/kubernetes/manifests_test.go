@@ -103,8 +103,8 @@ func TestConfigMap(t *testing.T) {
 			writeConfigMap(t, want)
 			return
 		}
-		t.Fatalf("configmap.yaml is not `sandboxd config default` with the pod's changes; run\n"+
-			"  go test ./packaging/kubernetes -run TestConfigMap -update\n--- got\n%s\n--- want\n%s", toml, want)
+		t.Fatalf("configmap.yaml is not `sandboxd config default` with the pod's changes: run `make docs`\n"+
+			"(or go test ./packaging/kubernetes -run TestConfigMap -update)\n--- got\n%s\n--- want\n%s", toml, want)
 	}
 	f := filepath.Join(t.TempDir(), "sandboxd.toml")
 	os.WriteFile(f, []byte(toml), 0o644)
