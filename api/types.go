@@ -184,6 +184,7 @@ type Status struct {
 	Sites       []Site       `json:"sites"`
 	Mounts      []Mount      `json:"mounts"`
 	OtherMounts []Mount      `json:"other_fuse_mounts"`
+	Jobs        *JobsSummary `json:"jobs"`
 	Caches      []CacheRoot  `json:"caches"`
 	Reclaim     *ReclaimRun  `json:"reclaim"`
 	Conditions  []Condition  `json:"conditions"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/jobs"
 	"github.com/sandboxd/sandboxd/mountwatch"
 	"github.com/sandboxd/sandboxd/pressure"
 	"github.com/sandboxd/sandboxd/reclaim"
@@ -25,6 +26,7 @@ type components struct {
 	sites    *retention.Manager
 	reclaim  *reclaim.Reclaimer
 	mounts   *mountwatch.Watcher
+	jobs     *jobs.Manager // the daemon's one registry, shared by every components value
 
 	run *runner
 }
@@ -36,6 +38,7 @@ func (c *components) parts() []part {
 		{"retention", c.sites.Run},
 		{"reclaim", c.reclaim.Run},
 		{"mountwatch", c.mounts.Run},
+		{"jobs", c.jobs.Run},
 	}
 }
 
@@ -242,6 +245,7 @@ func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
 	po := d.pressureOptions(cfg)
 	po.ReserveBytes = c.reserveBytes // what the file holds, asked of reclaim (built below)
 	c.pressure = pressure.New(po)
+	c.jobs = d.jobRegistry(cfg)
 	var err error
 	if c.sites, err = d.newSites(cfg); err != nil {
 		return nil, err
@@ -264,7 +268,8 @@ func (d *Daemon) newSites(cfg *config.Config) (*retention.Manager, error) {
 		return nil, err
 	}
 	m, err := retention.New(retention.Options{Sites: sites, State: d.state, Observe: cfg.Server.Mode == api.ModeObserve,
-		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot})
+		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot,
+		Jobs: jobHolder{d}})
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
 	"github.com/sandboxd/sandboxd/internal/state"
+	"github.com/sandboxd/sandboxd/jobs"
 	"github.com/sandboxd/sandboxd/systemd"
 )
 
@@ -70,6 +71,9 @@ type Daemon struct {
 	comps    *components
 
 	jobs jobTie // the jobs registry, for mounts tied to a job (nil: no tie)
+	// jobReg is the job registry (jobs.go): built once, it outlives reloads.
+	jobReg   *jobs.Manager
+	activity atomic.Int64 // the last launch, registration or heartbeat, Unix ns
 
 	lastLoop  atomic.Int64 // unix nanoseconds of the last supervisor round
 	readySent atomic.Bool

@@ -42,8 +42,12 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) features() []string {
-	return []string{api.FeatureLaunch, api.FeatureResume, api.FeatureReclaim, api.FeatureMounts,
+	f := []string{api.FeatureLaunch, api.FeatureResume, api.FeatureReclaim, api.FeatureMounts,
 		api.FeatureEvents, api.FeatureMetrics, api.FeatureRuntimeMounts}
+	if ok, _ := d.jobReg.Available(); ok {
+		f = append(f, api.FeatureJobs)
+	}
+	return f
 }
 
 // Status builds the body of GET /v1/status.
@@ -52,6 +56,7 @@ func (d *Daemon) Status() api.Status {
 	st := api.Status{
 		APIVersion:  api.Version,
 		Features:    d.features(),
+		Jobs:        jobsSummary(d.jobReg),
 		Mode:        d.config().Server.Mode,
 		Offline:     c.reclaim.Offline(),
 		Version:     d.opts.Version,

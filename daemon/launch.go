@@ -41,6 +41,7 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp.Warnings = append(resp.Warnings, warnings...)
 	d.metrics.launchDone("ok", start)
+	d.touchActivity()
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }

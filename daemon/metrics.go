@@ -42,7 +42,7 @@ func newMetrics(d *Daemon) *metrics {
 		Name: "sandboxd_launch_duration_seconds", Help: "Time to answer a launch call, from request decode to answer.",
 		Buckets: latencyBuckets,
 	})
-	m.reg.MustRegister(m.launchRequests, m.launchDuration, &snapshotCollector{d: d})
+	m.reg.MustRegister(m.launchRequests, m.launchDuration, &snapshotCollector{d: d}, &jobsCollector{d: d})
 	m.runtime.MustRegister(collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(prometheus.Gatherers{m.reg, m.runtime},

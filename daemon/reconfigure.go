@@ -39,6 +39,7 @@ func (d *Daemon) reconfigureSteps() []reconfigureStep {
 		{"pressure", func(*config.Config) error { return nil }, d.reconfigurePressure},
 		{"retention", d.checkSites, d.reconfigureSites},
 		{"mountwatch", d.checkMounts, d.reconfigureMounts},
+		{"jobs", func(*config.Config) error { return nil }, d.reconfigureJobs},
 	}
 }
 

@@ -20,7 +20,7 @@ type route struct {
 // routes is the one route table: the server, the 404/405 logic and the OpenAPI test all
 // read it.
 func (d *Daemon) routes() []route {
-	return []route{
+	return append([]route{
 		{api.RouteLivez, d.handleLivez, false},
 		{api.RouteReadyz, d.handleReadyz, false},
 		{api.RouteMetrics, d.handleMetrics, false},
@@ -38,7 +38,7 @@ func (d *Daemon) routes() []route {
 		{api.RouteMountGet, d.handleMountGet, false},
 		{api.RouteMountDelete, d.handleMountDelete, true},
 		{api.RouteMountCredentials, d.handleMountCredentials, true},
-	}
+	}, d.jobRoutes()...)
 }
 
 // Routes lists the server's route patterns (for the OpenAPI completeness test).

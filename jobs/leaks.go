@@ -106,13 +106,16 @@ func (m *Manager) unleased(pf PidFile, boot int64, known map[string]bool) (api.L
 		}
 	}
 	age := time.Duration(boot - int64(ticks)*int64(time.Second)/clockTicks)
-	if age <= m.opts.UnleasedMax {
+	m.mu.Lock()
+	limit := m.opts.UnleasedMax
+	m.mu.Unlock()
+	if age <= limit {
 		return api.Leak{}, false
 	}
 	return api.Leak{Kind: api.LeakUnleased, Job: pf.Job, Site: pf.Site, PID: pf.PID, Processes: 1,
 		AgeSeconds: age.Seconds(),
 		Detail: fmt.Sprintf("process %d named by %s's %s.pid has run for %s with no lease (unleased_max %s)",
-			pf.PID, pf.Site, pf.Job, age.Round(time.Second), m.opts.UnleasedMax)}, true
+			pf.PID, pf.Site, pf.Job, age.Round(time.Second), limit)}, true
 }
 
 // clean ends what l found. An unleased process is first adopted into a cgroup of its own

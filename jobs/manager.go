@@ -19,7 +19,7 @@ type Options struct {
 	CgroupRoot  string
 	DefaultTTL  time.Duration // 3m
 	MaxLifetime time.Duration // 12h: the cap for jobs that ask for more or for nothing
-	Grace       time.Duration // 10s
+	Grace       time.Duration // 0 = SIGKILL at once (the daemon passes [jobs] grace, 10s)
 	UnleasedMax time.Duration // 1h
 	KeepEnded   time.Duration // 1h
 	// KillWait is how long a job may still have processes after SIGKILL before it is
@@ -316,4 +316,14 @@ func (m *Manager) Holds(site, id string) bool {
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
 	return ok && j.Site == site && (j.live() || j.State == api.JobLeaked)
+}
+
+// SetLimits applies new [jobs] durations (a config reload); they hold for jobs registered
+// from then on. The cgroup root is fixed for the Manager's life.
+func (m *Manager) SetLimits(o Options) {
+	o.setDefaults()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.opts.DefaultTTL, m.opts.MaxLifetime, m.opts.Grace = o.DefaultTTL, o.MaxLifetime, o.Grace
+	m.opts.UnleasedMax, m.opts.KeepEnded = o.UnleasedMax, o.KeepEnded
 }

@@ -49,6 +49,9 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	if m.unavailable != "" {
 		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "jobs are unavailable on this host: %s", m.unavailable)
 	}
+	m.mu.Lock()
+	lim := m.opts // SetLimits may change them under mu
+	m.mu.Unlock()
 	var warnings []string
 	if req.ID == "" {
 		var b [8]byte
@@ -61,13 +64,13 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	if req.PID <= 0 {
 		return api.Job{}, bad("field \"pid\": want the process id (> 0) of the job's first process, got %d", req.PID)
 	}
-	ttl := m.opts.DefaultTTL
+	ttl := lim.DefaultTTL
 	if req.TTL != nil {
 		if ttl = req.TTL.D(); ttl <= 0 {
 			return api.Job{}, bad("field \"ttl\": the lease must be longer than 0s, got %s", ttl)
 		}
 	}
-	life := m.opts.MaxLifetime
+	life := lim.MaxLifetime
 	if req.MaxLifetime != nil {
 		switch v := req.MaxLifetime.D(); {
 		case v <= 0:
@@ -78,14 +81,14 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 			life = v
 		}
 	}
-	grace := m.opts.Grace
+	grace := lim.Grace
 	if req.Grace != nil {
 		if grace = req.Grace.D(); grace > maxGrace {
 			warnings = append(warnings, fmt.Sprintf("grace %s is above %s: clamped to %s", grace, maxGrace, maxGrace))
 			grace = maxGrace
 		}
 	}
-	if req.Site != "" && m.opts.SiteKnown != nil && !m.opts.SiteKnown(req.Site) {
+	if req.Site != "" && lim.SiteKnown != nil && !lim.SiteKnown(req.Site) {
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "field \"site\": no site %q is configured", req.Site)
 	}
 	if len(req.Labels) > maxLabels {
@@ -119,7 +122,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 			live++
 		}
 	}
-	if live >= m.opts.MaxJobs {
+	if live >= lim.MaxJobs {
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "the registry is full: %d live jobs, the most this daemon holds; end some first", live)
 	}

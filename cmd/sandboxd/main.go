@@ -54,6 +54,8 @@ func commands() []*command {
 		checkCommand(),
 		configCommand(),
 		mountsCommand(),
+		runCommand(),
+		jobsCommand(),
 		versionCommand(),
 		helpCommand(),
 	}

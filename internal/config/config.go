@@ -38,6 +38,18 @@ type Config struct {
 	Mounts      []Mount      `toml:"mount"`
 	// RuntimeMounts is the [mounts] table: limits of mounts registered at run time (v1.1).
 	RuntimeMounts RuntimeMounts `toml:"mounts"`
+	// Jobs is the [jobs] table: job leases and the dead-man switch (v1.1, CONTRACT §11).
+	Jobs Jobs `toml:"jobs"`
+}
+
+// Jobs is the [jobs] table (CONTRACT §11).
+type Jobs struct {
+	CgroupRoot  string        `toml:"cgroup_root"`
+	DefaultTTL  time.Duration `toml:"default_ttl"`
+	MaxLifetime time.Duration `toml:"max_lifetime"`
+	Grace       time.Duration `toml:"grace"`
+	UnleasedMax time.Duration `toml:"unleased_max"`
+	KeepEnded   time.Duration `toml:"keep_ended"`
 }
 
 // RuntimeMounts is the [mounts] table (CONTRACT §12).

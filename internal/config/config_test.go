@@ -52,6 +52,8 @@ func TestDefaultLoadsAndValidates(t *testing.T) {
 			Cooldown: 10 * time.Minute, MaxRunsPerHour: 6, LeadTime: 10 * time.Minute,
 		},
 		RuntimeMounts: RuntimeMounts{MaxRegistered: 256},
+		Jobs: Jobs{DefaultTTL: 3 * time.Minute, MaxLifetime: 12 * time.Hour, Grace: 10 * time.Second,
+			UnleasedMax: time.Hour, KeepEnded: time.Hour},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("default config:\n got %+v\nwant %+v", c, want)

@@ -119,9 +119,10 @@ func TestDefaultDocumentsEveryKey(t *testing.T) {
 	all = append(all, cacheFields(&Cache{})...)
 	all = append(all, mountFields(&Mount{})...)
 	all = append(all, runtimeMountsFields(&c.RuntimeMounts)...)
+	all = append(all, jobsFields(&c.Jobs)...)
 	for _, f := range all {
 		switch f.name {
-		case "server", "log", "metrics", "health", "launch", "filesystem", "site", "reclaim", "cache", "mount", "mounts":
+		case "server", "log", "metrics", "health", "launch", "filesystem", "site", "reclaim", "cache", "mount", "mounts", "jobs":
 			continue // tables, shown as headers
 		}
 		if !seen[f.name] {

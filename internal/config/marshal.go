@@ -128,6 +128,14 @@ func Marshal(c *Config) ([]byte, error) {
 
 	w.header("[mounts]")
 	w.kv("max_registered", strconv.FormatInt(c.RuntimeMounts.MaxRegistered, 10))
+
+	w.header("[jobs]")
+	w.kv("cgroup_root", w.str(c.Jobs.CgroupRoot))
+	w.kv("default_ttl", fmtDuration(c.Jobs.DefaultTTL))
+	w.kv("max_lifetime", fmtDuration(c.Jobs.MaxLifetime))
+	w.kv("grace", fmtDuration(c.Jobs.Grace))
+	w.kv("unleased_max", fmtDuration(c.Jobs.UnleasedMax))
+	w.kv("keep_ended", fmtDuration(c.Jobs.KeepEnded))
 	if w.err != nil {
 		return nil, w.err
 	}

@@ -29,6 +29,7 @@ func topFields(c *Config) []field {
 		{"reclaim", subTable(func() []field { return reclaimFields(&c.Reclaim) })},
 		{"mount", entries(&c.Mounts, DefaultMount, mountFields, "name", "path")},
 		{"mounts", subTable(func() []field { return runtimeMountsFields(&c.RuntimeMounts) })},
+		{"jobs", subTable(func() []field { return jobsFields(&c.Jobs) })},
 	}
 }
 
@@ -182,5 +183,16 @@ func DefaultMount() Mount {
 		Canary:             true,
 		RefreshAt:          0.8,
 		MaxRemountsPerHour: 6,
+	}
+}
+
+func jobsFields(j *Jobs) []field {
+	return []field{
+		{"cgroup_root", pathStr(&j.CgroupRoot)},
+		{"default_ttl", duration(&j.DefaultTTL)},
+		{"max_lifetime", duration(&j.MaxLifetime)},
+		{"grace", duration(&j.Grace)},
+		{"unleased_max", duration(&j.UnleasedMax)},
+		{"keep_ended", duration(&j.KeepEnded)},
 	}
 }

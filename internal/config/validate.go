@@ -33,6 +33,21 @@ func validate(c *Config, ps *problems) {
 	if c.RuntimeMounts.MaxRegistered < 0 {
 		ps.addf("mounts.max_registered", "%d must not be negative (0: no mount may be registered at run time)", c.RuntimeMounts.MaxRegistered)
 	}
+	validateJobs(&c.Jobs, ps)
+}
+
+func validateJobs(j *Jobs, ps *problems) {
+	if j.CgroupRoot != "" {
+		absPath(ps, "jobs.cgroup_root", j.CgroupRoot, false)
+	}
+	aboveZero(ps, "jobs.default_ttl", j.DefaultTTL)
+	aboveZero(ps, "jobs.max_lifetime", j.MaxLifetime)
+	notNegative(ps, "jobs.grace", j.Grace)
+	aboveZero(ps, "jobs.unleased_max", j.UnleasedMax)
+	notNegative(ps, "jobs.keep_ended", j.KeepEnded)
+	if j.DefaultTTL > 0 && j.MaxLifetime > 0 && j.DefaultTTL > j.MaxLifetime {
+		ps.addf("jobs.default_ttl", "%s is longer than jobs.max_lifetime (%s): no lease could last that long", j.DefaultTTL, j.MaxLifetime)
+	}
 }
 
 func validateServer(s *Server, ps *problems) {

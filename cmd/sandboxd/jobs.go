@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
+)
+
+// exitLeaks is `sandboxd jobs leaks`' status when it found any (CONTRACT §9).
+const exitLeaks = 1
+
+// jobsCommand is `sandboxd jobs`: the job registry (CONTRACT §11) for shell runners.
+func jobsCommand() *command {
+	return &command{name: "jobs", summary: "the job registry: list, end ID, heartbeat ID, leaks (the loud leak check)",
+		deflt: "list",
+		subs: []*command{
+			{name: "list", summary: "every job: state, reason, processes, lease and deadline",
+				globals: gClient, maxArgs: 0, run: runJobsList},
+			{name: "end", summary: "end a job: SIGTERM, SIGKILL after its grace; returns once no process is left",
+				args: "ID", minArgs: 1, maxArgs: 1, globals: gClient,
+				setup: func(fs *flag.FlagSet) runFunc {
+					noWait := fs.Bool("no-wait", false, "answer at once (state ending) instead of once the job is gone")
+					return func(ctx context.Context, inv *invocation) int {
+						j, err := inv.client().EndJob(ctx, inv.args[0], !*noWait, 10*time.Minute)
+						if err != nil {
+							return failure(err, inv, "/")
+						}
+						return printJob(inv, j)
+					}
+				}},
+			{name: "heartbeat", summary: "renew a job's lease (from the runner that owns it, never from the job)",
+				args: "ID", minArgs: 1, maxArgs: 1, globals: gClient,
+				setup: func(fs *flag.FlagSet) runFunc {
+					extend := fs.Duration("extend", 0, "renew the lease by this `DURATION` (default: the job's ttl)")
+					return func(ctx context.Context, inv *invocation) int {
+						if *extend < 0 {
+							return inv.usageErr("--extend %v is negative", *extend)
+						}
+						j, err := inv.client().Heartbeat(ctx, inv.args[0], *extend)
+						if err != nil {
+							return failure(err, inv, "/")
+						}
+						return printJob(inv, j)
+					}
+				}},
+			{name: "leaks", summary: "the loud leak check: exit 0 none, 1 leaks found (also after --clean), 69 cannot check",
+				globals: gClient, maxArgs: 0,
+				long: `Lists jobs that could not be emptied (leaked), live processes a site's <id>.pid names that no
+job holds past [jobs] unleased_max, and non-empty cgroups under the jobs root the registry
+does not know. --clean ends each first, and still exits 1: a check that cleans up silently
+is a cleanup step, not a check.`,
+				setup: func(fs *flag.FlagSet) runFunc {
+					clean := fs.Bool("clean", false, "end every leak found (and still exit 1)")
+					return func(ctx context.Context, inv *invocation) int { return runJobsLeaks(ctx, inv, *clean) }
+				}},
+		}}
+}
+
+func runJobsList(ctx context.Context, inv *invocation) int {
+	p, err := inv.client().Jobs(ctx)
+	if err != nil {
+		return failure(err, inv, "/")
+	}
+	if inv.g.json {
+		printJSON(inv.stdout, p)
+		return exitOK
+	}
+	if !p.Available {
+		fmt.Fprintf(inv.stdout, "jobs unavailable: %s\n", p.Reason)
+		return exitOK
+	}
+	if len(p.Jobs) == 0 {
+		fmt.Fprintf(inv.stdout, "no jobs (cgroup root %s)\n", p.Root)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tREASON\tPROCS\tPID\tSITE\tSTARTED\tLEASE\tDEADLINE")
+	now := time.Now()
+	for _, j := range p.Jobs {
+		lease, deadline := "-", "-"
+		if j.State == api.JobRunning {
+			lease, deadline = untilText(now, j.LeaseExpiresAt), untilText(now, j.DeadlineAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.State, dash(j.Reason), j.Processes, j.PID,
+			dash(j.Site), j.StartedAt.Local().Format("15:04:05"), lease, deadline)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func untilText(now, t time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	if d <= 0 {
+		return "lapsed"
+	}
+	return "in " + d.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func printJob(inv *invocation, j *api.Job) int {
+	if inv.g.json {
+		printJSON(inv.stdout, j)
+		return exitOK
+	}
+	line := fmt.Sprintf("job %s: %s", j.ID, j.State)
+	if j.Reason != "" {
+		line += " (" + j.Reason + ")"
+	}
+	switch j.State {
+	case api.JobRunning:
+		line += fmt.Sprintf(", %d processes, lease until %s, deadline %s", j.Processes,
+			j.LeaseExpiresAt.Local().Format("15:04:05"), j.DeadlineAt.Local().Format("2006-01-02 15:04:05"))
+	case api.JobEnding, api.JobLeaked:
+		line += fmt.Sprintf(", %d processes left in %s", j.Processes, j.Cgroup)
+	}
+	fmt.Fprintln(inv.stdout, line)
+	for _, w := range j.Warnings {
+		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+	}
+	return exitOK
+}
+
+func runJobsLeaks(ctx context.Context, inv *invocation, clean bool) int {
+	rep, err := inv.client().Leaks(ctx, clean)
+	if err != nil {
+		code := failure(err, inv, "/")
+		if _, ok := err.(*client.ProblemError); ok && code != exitUnreachable {
+			// Any refusal means the check did not run: never 0, never "no leaks".
+			fmt.Fprintf(inv.stderr, "%s: the leak check could not run\n", inv.name)
+			return exitUnreachable
+		}
+		return code
+	}
+	if inv.g.json {
+		printJSON(inv.stdout, rep)
+	} else if len(rep.Leaks) == 0 {
+		fmt.Fprintln(inv.stdout, "no leaks")
+	} else {
+		fmt.Fprintf(inv.stdout, "%d leak(s):\n", len(rep.Leaks))
+		for _, l := range rep.Leaks {
+			s := fmt.Sprintf("  %s: %s", l.Kind, l.Detail)
+			if clean {
+				if l.Cleaned {
+					s += " — ended"
+				} else {
+					s += " — could not end: " + l.Error
+				}
+			}
+			fmt.Fprintln(inv.stdout, s)
+		}
+	}
+	if len(rep.Leaks) > 0 {
+		what := "found"
+		if clean {
+			what = "found and cleaned (still a failure: they had leaked)"
+		}
+		fmt.Fprintf(inv.stderr, "%s: %d leak(s) %s\n", inv.name, len(rep.Leaks), what)
+		return exitLeaks
+	}
+	return exitOK
+}
+

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// runCommand is `sandboxd run ... -- CMD`: the launch check of CONTRACT §5, then it
+// registers its own process as a job and execs CMD in place, so CMD and whatever it forks
+// live in the job's cgroup under its lease (CONTRACT §11). It sends no heartbeat: a job
+// that renewed its own lease would be no dead-man switch; the runner that owns the job
+// beats for it (`sandboxd jobs heartbeat ID`) or lets the ttl end it.
+func runCommand() *command {
+	return &command{name: "run", summary: "a launch check, then CMD run as a job in its own cgroup, under a lease",
+		args: "[--] CMD [ARG...]", minArgs: 1, maxArgs: -1, rawArgs: true, globals: gClient,
+		long: `The exit status is CMD's. A refusal of the launch check exits with its status (73 disk_full,
+10 replace_sandbox, 75 mount_unavailable, ...) and its detail on stderr; a refusal of the
+registration likewise (65 conflict for an id in use, 69 jobs_unavailable without cgroup v2).
+The job's id is printed on stderr (and exported to CMD as SANDBOXD_JOB_ID), so the runner
+can send heartbeats: sandboxd run sends none itself.`,
+		setup: func(fs *flag.FlagSet) runFunc {
+			id := fs.String("id", "", "the job `ID` (the site's job id; generated when left out)")
+			site := fs.String("site", "", "the `NAME` of the site the job writes to")
+			ttl := fs.Duration("ttl", 0, "the lease: without a heartbeat within it the job is ended (default [jobs] default_ttl)")
+			life := fs.Duration("max-lifetime", 0, "the hard cap, whatever the heartbeats (default [jobs] max_lifetime)")
+			grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL when it is ended (default [jobs] grace)")
+			needBytes := fs.String("need-bytes", "", "free bytes the command needs, `SIZE`")
+			needInodes := fs.Uint64("need-inodes", 0, "free inodes the command needs (a count `N`)")
+			var mounts multiFlag
+			fs.Var(&mounts, "mount", "a mount `NAME` the command needs (repeatable)")
+			var labels multiFlag
+			fs.Var(&labels, "label", "a label `KEY=VALUE` of the job (repeatable)")
+			return func(ctx context.Context, inv *invocation) int {
+				launch := api.LaunchRequest{Site: *site, Mounts: mounts}
+				job := api.JobRequest{ID: *id, PID: os.Getpid(), Site: *site}
+				if *needBytes != "" {
+					n, err := api.ParseSize(*needBytes)
+					if err != nil {
+						return inv.usageErr("--need-bytes: %v", err)
+					}
+					launch.NeedBytes = &n
+				}
+				var bad string
+				fs.Visit(func(f *flag.Flag) {
+					d := func(v *time.Duration) *api.Duration {
+						if *v <= 0 {
+							bad = "--" + f.Name + " must be longer than 0s"
+						}
+						x := api.Duration(*v)
+						return &x
+					}
+					switch f.Name {
+					case "need-inodes":
+						launch.NeedInodes = needInodes
+					case "ttl":
+						job.TTL = d(ttl)
+					case "max-lifetime":
+						job.MaxLifetime = d(life)
+					case "grace":
+						g := api.Duration(*grace)
+						job.Grace = &g
+					}
+				})
+				if bad != "" {
+					return inv.usageErr("%s", bad)
+				}
+				for _, l := range labels {
+					k, v, ok := cutLabel(l)
+					if !ok {
+						return inv.usageErr("--label %q: want KEY=VALUE", l)
+					}
+					if job.Labels == nil {
+						job.Labels = map[string]string{}
+					}
+					job.Labels[k] = v
+				}
+				return runJob(ctx, inv, launch, job, inv.args)
+			}
+		}}
+}
+
+func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req api.JobRequest, argv []string) int {
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		return inv.usageErr("no command to run after --")
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "%s: %v\n", inv.name, err)
+		return 127
+	}
+	c := inv.client()
+	resp, err := c.Launch(ctx, launch)
+	if err != nil {
+		return failure(err, inv, sitePath(launch.Site))
+	}
+	if resp.Advice != nil {
+		fmt.Fprintf(inv.stderr, "%s: advice: %s: %s\n", inv.name, *resp.Advice, resp.Detail)
+	}
+	j, err := c.RegisterJob(ctx, req)
+	if err != nil {
+		return failure(err, inv, sitePath(launch.Site))
+	}
+	for _, w := range append(resp.Warnings, j.Warnings...) {
+		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+	}
+	if inv.g.json {
+		printJSON(inv.stderr, j)
+	} else {
+		fmt.Fprintf(inv.stderr, "%s: job %s (cgroup %s, lease until %s, deadline %s)\n", inv.name, j.ID, j.Cgroup,
+			j.LeaseExpiresAt.Format("15:04:05"), j.DeadlineAt.Format("2006-01-02 15:04:05"))
+	}
+	env := append(os.Environ(), "SANDBOXD_JOB_ID="+j.ID)
+	// exec keeps this pid, which is already in the job's cgroup: CMD is the job.
+	err = syscall.Exec(path, argv, env)
+	fmt.Fprintf(inv.stderr, "%s: exec %s: %v\n", inv.name, path, err)
+	return 126
+}
+
+func cutLabel(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '=' {
+			return s[:i], s[i+1:], i > 0
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,246 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/jobs"
+	"github.com/sandboxd/sandboxd/retention"
+)
+
+// The job registry (CONTRACT §11) lives as long as the daemon, not as one config's
+// components: its cgroups and leases outlive a reload. A reload changes its limits in
+// place; a new cgroup_root takes effect at the next start.
+
+// jobsOptions are the registry's options from cfg.
+func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
+	j := cfg.Jobs
+	return jobs.Options{CgroupRoot: j.CgroupRoot, DefaultTTL: j.DefaultTTL, MaxLifetime: j.MaxLifetime,
+		Grace: j.Grace, UnleasedMax: j.UnleasedMax, KeepEnded: j.KeepEnded,
+		State: d.state, Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "jobs"),
+		ProcRoot: d.opts.ProcRoot,
+		SiteKnown: func(name string) bool {
+			for _, s := range d.current().sites.SiteNames() {
+				if s == name {
+					return true
+				}
+			}
+			return false
+		},
+		PidFiles: func() []jobs.PidFile {
+			var out []jobs.PidFile
+			for _, p := range d.current().sites.PidJobs() {
+				out = append(out, jobs.PidFile{Site: p.Site, Job: p.Job, PID: p.PID})
+			}
+			return out
+		},
+	}
+}
+
+// jobRegistry builds the registry on the first call (from buildComponents, before
+// retention, which asks it which site jobs it holds) and ties registered mounts to it.
+func (d *Daemon) jobRegistry(cfg *config.Config) *jobs.Manager {
+	if d.jobReg == nil {
+		d.jobReg = jobs.New(d.jobsOptions(cfg))
+		if d.jobs == nil {
+			d.wireJobTie(managerTie{d.jobReg})
+		}
+	}
+	return d.jobReg
+}
+
+// jobHolder is the registry as retention sees it; nil-safe while it is being built.
+type jobHolder struct{ d *Daemon }
+
+func (h jobHolder) Holds(site, id string) bool {
+	return h.d.jobReg != nil && h.d.jobReg.Holds(site, id)
+}
+
+var _ retention.JobHolder = jobHolder{}
+
+func (d *Daemon) jobRoutes() []route {
+	return []route{
+		{api.RouteJobsRegister, d.handleJobRegister, true},
+		{api.RouteJobsList, d.handleJobsList, false},
+		{api.RouteJobsLeaks, d.handleJobsLeaks, false},
+		{api.RouteJobGet, d.handleJobGet, false},
+		{api.RouteJobDelete, d.handleJobDelete, true},
+		{api.RouteJobHeartbeat, d.handleJobHeartbeat, true},
+	}
+}
+
+func (d *Daemon) jobsAvailable() error {
+	if ok, why := d.jobReg.Available(); !ok {
+		return api.NewProblem(api.CodeJobsUnavailable, "jobs are unavailable on this host: %s", why)
+	}
+	return nil
+}
+
+func (d *Daemon) handleJobRegister(w http.ResponseWriter, r *http.Request) error {
+	var req api.JobRequest
+	warnings, err := api.DecodeRequest(r.Body, &req)
+	if err != nil {
+		return err
+	}
+	if err := d.jobsAvailable(); err != nil {
+		return err
+	}
+	j, err := d.jobReg.Register(req, jobs.Caller{UID: peerFrom(r.Context()).UID})
+	if err != nil {
+		return err
+	}
+	d.touchActivity()
+	j.Warnings = append(j.Warnings, warnings...)
+	writeJSON(w, http.StatusCreated, j)
+	return nil
+}
+
+func (d *Daemon) handleJobsList(w http.ResponseWriter, r *http.Request) error {
+	ok, why := d.jobReg.Available()
+	writeJSON(w, http.StatusOK, api.JobsPage{Jobs: nonNil(d.jobReg.List()), Available: ok, Reason: why, Root: d.jobReg.Root()})
+	return nil
+}
+
+func (d *Daemon) handleJobGet(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	j, ok := d.jobReg.Get(id)
+	if !ok {
+		return api.NewProblem(api.CodeNotFound, "no job %q", id)
+	}
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+// handleJobDelete ends the job and answers once its cgroup is empty (CONTRACT §11), or
+// at once with ?wait=false. The wait is bounded by the job's grace plus the kill wait,
+// which the ending itself keeps; the request's context ends it early only when the
+// client goes away.
+func (d *Daemon) handleJobDelete(w http.ResponseWriter, r *http.Request) error {
+	wait := true
+	if s := r.URL.Query().Get("wait"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return api.NewProblem(api.CodeBadRequest, "query parameter \"wait\": want true or false, got %q", s)
+		}
+		wait = v
+	}
+	j, err := d.jobReg.End(r.Context(), r.PathValue("id"), api.ReasonDeleted, wait)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) error {
+	var req api.HeartbeatRequest
+	warnings, err := api.DecodeRequest(r.Body, &req)
+	if err != nil {
+		return err
+	}
+	var extend time.Duration
+	if req.Extend != nil {
+		if extend = req.Extend.D(); extend <= 0 {
+			return api.NewProblem(api.CodeBadRequest, "field \"extend\": must be longer than 0s (leave it out for the job's ttl)")
+		}
+	}
+	j, err := d.jobReg.Heartbeat(r.PathValue("id"), extend)
+	if err != nil {
+		return err
+	}
+	d.touchActivity()
+	j.Warnings = warnings
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+// handleJobsLeaks is the loud leak check; ?clean=true ends what it finds first (a writer's
+// call) and still lists it.
+func (d *Daemon) handleJobsLeaks(w http.ResponseWriter, r *http.Request) error {
+	clean := false
+	if s := r.URL.Query().Get("clean"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return api.NewProblem(api.CodeBadRequest, "query parameter \"clean\": want true or false, got %q", s)
+		}
+		clean = v
+	}
+	if clean {
+		p := peerFrom(r.Context())
+		if ok, why := d.writers().allowed(p, d.selfUID); !ok {
+			return api.NewProblem(api.CodeForbidden, "GET /v1/jobs/leaks?clean=true ends processes: %s", why)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
+	defer cancel()
+	rep, err := d.jobReg.Leaks(ctx, clean)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+func (d *Daemon) touchActivity() { d.activity.Store(d.now().UnixNano()) }
+
+// jobsCollector exports the registry's series (CONTRACT §11).
+type jobsCollector struct{ d *Daemon }
+
+var (
+	descJobs         = desc("sandboxd_jobs", "Registered jobs by state.", "state")
+	descJobsEnded    = desc("sandboxd_jobs_ended_total", "Jobs that stopped running since start, by reason.", "reason")
+	descJobsLeaked   = desc("sandboxd_jobs_leaked", "Leaks the last leak check found, by kind.", "kind")
+	descLastActivity = desc("sandboxd_last_activity_timestamp_seconds", "The last launch, job registration or heartbeat (Unix time); absent before the first.")
+)
+
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descJobs
+	ch <- descJobsEnded
+	ch <- descJobsLeaked
+	ch <- descLastActivity
+}
+
+func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.d.jobReg
+	for state, n := range m.Counts() {
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(n), state)
+	}
+	for reason, n := range m.EndedTotals() {
+		ch <- prometheus.MustNewConstMetric(descJobsEnded, prometheus.CounterValue, float64(n), reason)
+	}
+	for kind, n := range m.LastLeaks() {
+		ch <- prometheus.MustNewConstMetric(descJobsLeaked, prometheus.GaugeValue, float64(n), kind)
+	}
+	last := c.d.activity.Load()
+	if t := m.LastActivity(); t.UnixNano() > last {
+		last = t.UnixNano()
+	}
+	if last > 0 {
+		ch <- prometheus.MustNewConstMetric(descLastActivity, prometheus.GaugeValue, float64(last)/1e9)
+	}
+}
+
+func jobsSummary(m *jobs.Manager) *api.JobsSummary {
+	s := m.Summary()
+	return &s
+}
+
+// reconfigureJobs applies a reload's [jobs] limits to the running registry; they hold
+// for jobs registered from then on. The cgroup root cannot move under running jobs.
+func (d *Daemon) reconfigureJobs(_ context.Context, c *components, prev, next *config.Config) (string, bool, error) {
+	if prev.Jobs == next.Jobs {
+		return "", false, nil
+	}
+	d.jobReg.SetLimits(d.jobsOptions(next))
+	note := "jobs limits changed"
+	if prev.Jobs.CgroupRoot != next.Jobs.CgroupRoot {
+		note += "; jobs.cgroup_root takes effect at the next restart"
+	}
+	return note, false, nil
+}

@@ -1,0 +1,215 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// jobsRoot is a cgroup root unique to the test, under the cgroup2 mount, removed (its
+// processes killed) when the test ends.
+func jobsRoot(t *testing.T) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	entries, _ := mountinfo.Read("/proc")
+	mount := ""
+	for _, e := range entries {
+		if e.FSType == "cgroup2" {
+			mount = e.MountPoint
+		}
+	}
+	if mount == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no cgroup2 mount and CI=true")
+		}
+		t.Skip("skipping: no cgroup2 mount")
+	}
+	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
+	root := filepath.Join(mount, "sandboxd-test-"+name+"-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() { killTree(t, root) })
+	return root
+}
+
+func killTree(t *testing.T, dir string) {
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+			os.WriteFile(filepath.Join(p, "cgroup.kill"), []byte("1"), 0)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		for try := 0; try < 100; try++ {
+			if err := syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, syscall.ENOENT) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("cleanup: cgroup %s left behind", dir)
+	}
+}
+
+func jobSleeper(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func jobProblem(err error) api.Code {
+	var pe *client.ProblemError
+	if errors.As(err, &pe) {
+		return pe.Problem.Code
+	}
+	return ""
+}
+
+// The HTTP API of CONTRACT §11 end to end, over the Unix socket, on real cgroups.
+func TestJobsAPI(t *testing.T) {
+	root := jobsRoot(t)
+	_, site, body := siteOnTmpfs(t, 64<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"1s\"\nmax_lifetime = \"1h\"\n", root))
+	td := startDaemon(t, body)
+	ctx := context.Background()
+	c := td.client
+
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Jobs == nil || !st.Jobs.Available || st.Jobs.Root != root || !strings.Contains(strings.Join(st.Features, ","), "jobs") {
+		t.Fatalf("status before any job: jobs %+v, features %v", st.Jobs, st.Features)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("cgroup root exists before any job: %v", err)
+	}
+
+	p := jobSleeper(t)
+	ttl, life := api.Duration(time.Minute), api.Duration(48*time.Hour)
+	j, err := c.RegisterJob(ctx, api.JobRequest{ID: "a1b2", PID: p.Process.Pid, TTL: &ttl, MaxLifetime: &life, Site: "aura-bg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != api.JobRunning || j.Processes != 1 || len(j.Warnings) != 1 {
+		t.Errorf("registered: %+v", j)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "jobs", "a1b2", "cgroup.procs")); strings.TrimSpace(string(b)) != strconv.Itoa(p.Process.Pid) {
+		t.Errorf("cgroup.procs = %q, want the registered pid", b)
+	}
+	// 409 for the id again, 404 for unknown ids, 400 for a zero ttl and a bad id.
+	if _, err := c.RegisterJob(ctx, api.JobRequest{ID: "a1b2", PID: jobSleeper(t).Process.Pid}); jobProblem(err) != api.CodeConflict {
+		t.Errorf("id in use: %v", err)
+	}
+	if _, err := c.Job(ctx, "nope"); jobProblem(err) != api.CodeNotFound {
+		t.Errorf("unknown job: %v", err)
+	}
+	for _, raw := range []string{`{"pid": 1234, "ttl": "0s"}`, `{"pid": 1234, "ttl": "-1s"}`, `{"id": "../x", "pid": 1234}`, `{"pid": "x"}`} {
+		if code, _, b := td.do(t, "POST", "/v1/jobs", raw); code != 400 {
+			t.Errorf("POST /v1/jobs %s: %d %s, want 400", raw, code, b)
+		}
+	}
+	if code, _, b := td.do(t, "POST", "/v1/jobs/a1b2/heartbeat", `{"extend": "2m", "x": 1}`); code != 200 || !strings.Contains(b, `unknown field \"x\"`) {
+		t.Errorf("heartbeat: %d %s", code, b)
+	}
+
+	// The site's files of the registered job are kept past max_age while it runs.
+	old := time.Now().Add(-24 * time.Hour)
+	for _, n := range []string{"a1b2.out", "a1b2.launch.sh"} {
+		f := filepath.Join(site, n)
+		os.WriteFile(f, []byte("x"), 0o644)
+		os.Chtimes(f, old, old)
+	}
+	if _, err := c.Launch(ctx, api.LaunchRequest{Site: "aura-bg"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(site, "a1b2.out")); err != nil {
+		t.Errorf("a running job's file was pruned: %v", err)
+	}
+
+	// DELETE answers once nothing of the job is left.
+	ended, err := c.EndJob(ctx, "a1b2", true, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended.State != api.JobKilled || ended.Reason != api.ReasonDeleted || syscall.Kill(p.Process.Pid, 0) == nil && procAlive(p.Process.Pid) {
+		t.Errorf("after DELETE: %+v, process alive %v", ended, procAlive(p.Process.Pid))
+	}
+	if _, err := c.Heartbeat(ctx, "a1b2", 0); jobProblem(err) != api.CodeNotFound {
+		t.Errorf("heartbeat after the end: %v", err)
+	}
+	// Its files age normally now.
+	poll(t, 10*time.Second, "the ended job's files to be pruned", func() bool {
+		c.Launch(ctx, api.LaunchRequest{Site: "aura-bg"})
+		_, err := os.Stat(filepath.Join(site, "a1b2.out"))
+		return os.IsNotExist(err)
+	})
+
+	rep, err := c.Leaks(ctx, false)
+	if err != nil || len(rep.Leaks) != 0 {
+		t.Errorf("leaks: %+v, %v", rep, err)
+	}
+	code, _, metrics := td.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`sandboxd_jobs{state="killed"} 1`, `sandboxd_jobs_ended_total{reason="deleted"} 1`,
+		`sandboxd_jobs_leaked{kind="unleased"} 0`, "sandboxd_last_activity_timestamp_seconds "} {
+		if code != 200 || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var page api.JobsPage
+	_, _, b := td.do(t, "GET", "/v1/jobs", "")
+	json.Unmarshal([]byte(b), &page)
+	if len(page.Jobs) != 1 || page.Jobs[0].State != api.JobKilled {
+		t.Errorf("GET /v1/jobs: %s", b)
+	}
+}
+
+func procAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// Without cgroup v2 under the configured root, job calls answer 503 jobs_unavailable with
+// the reason, /v1/status says why, and features does not list "jobs".
+func TestJobsUnavailable(t *testing.T) {
+	testenv.RequireRoot(t)
+	td := startDaemon(t, fmt.Sprintf("[jobs]\ncgroup_root = %q\n", t.TempDir()))
+	code, _, b := td.do(t, "POST", "/v1/jobs", fmt.Sprintf(`{"pid": %d}`, os.Getpid()))
+	if code != 503 || !strings.Contains(b, "jobs_unavailable") || !strings.Contains(b, "cgroup2") {
+		t.Errorf("register without cgroup2: %d %s", code, b)
+	}
+	if code, _, b := td.do(t, "GET", "/v1/jobs/leaks", ""); code != 503 || !strings.Contains(b, "jobs_unavailable") {
+		t.Errorf("leaks without cgroup2: %d %s", code, b)
+	}
+	st, err := td.client.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Jobs.Available || !strings.Contains(st.Jobs.Reason, "cgroup2") || strings.Contains(strings.Join(st.Features, ","), "jobs") {
+		t.Errorf("status: jobs %+v, features %v", st.Jobs, st.Features)
+	}
+}
