@@ -100,7 +100,7 @@ func TestUsageErrorsExit64(t *testing.T) {
 		{[]string{"status", "--sokcet", "/x"}, "did you mean --socket"},
 		{[]string{"status", "--bogus"}, "unknown flag --bogus"},
 		{[]string{"--bogus", "status"}, "unknown flag --bogus"},
-		{[]string{"--need-bytes", "1MiB", "launch"}, "it is a flag of sandboxd launch; put it after the command"},
+		{[]string{"--need-bytes", "1MiB", "launch"}, "it is a flag of sandboxd launch, sandboxd run; put it after the command"},
 		{[]string{"status", "--socket"}, "--socket needs a value"},
 		{[]string{"status", "--timeout", "-1s"}, "negative"},
 		{[]string{"--timeout=-1s", "events"}, "negative"},

@@ -170,4 +170,3 @@ func runJobsLeaks(ctx context.Context, inv *invocation, clean bool) int {
 	}
 	return exitOK
 }
-
