@@ -6,7 +6,10 @@ import (
 	"io/fs"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
 // Link states in api.Link.State.
@@ -74,7 +77,10 @@ func inspectLink(l LinkConfig) (state, detail string) {
 }
 
 // rebuildLink replaces a missing link or an empty file with the symlink. The empty file
-// is removed only if it is still empty and still a regular file right before.
+// is removed only if it is still empty and still a regular file right before. Both steps
+// work beneath the link's directory as safefs walked it from "/" (no symlink in any
+// component, no parent another user could swap), so a swapped parent cannot turn the
+// unlink or the new link into one somewhere else (issue 9).
 func (w *Watcher) rebuildLink(m *mount, l LinkConfig, state string) string {
 	if w.observe.Load() {
 		if w.once(m, "link:"+l.Path+":"+state) {
@@ -82,16 +88,27 @@ func (w *Watcher) rebuildLink(m *mount, l LinkConfig, state string) string {
 		}
 		return state
 	}
+	dir, base, err := safefs.OpenParent(l.Path)
+	if err != nil {
+		return w.linkFailed(m, l, err)
+	}
+	defer dir.Close()
 	if state == LinkEmptyFile {
-		if s, _ := inspectLink(l); s != LinkEmptyFile {
-			return s
-		}
-		if err := os.Remove(l.Path); err != nil {
+		e, err := dir.Lstat(base)
+		switch {
+		case errors.Is(err, unix.ENOENT): // gone since we looked: only the link to make
+		case err != nil:
 			return w.linkFailed(m, l, err)
+		case e.Type != unix.S_IFREG || e.Size != 0:
+			return LinkOccupied // it gained data, or became something else, since we looked
+		default:
+			if _, err := dir.RemoveFile(base); err != nil && !errors.Is(err, unix.ENOENT) {
+				return w.linkFailed(m, l, err)
+			}
 		}
 	}
-	if err := os.Symlink(l.Target, l.Path); err != nil {
-		return w.linkFailed(m, l, err)
+	if err := unix.Symlinkat(l.Target, dir.Fd(), base); err != nil {
+		return w.linkFailed(m, l, fmt.Errorf("symlink %s: %w", l.Path, err))
 	}
 	w.mu.Lock()
 	w.counters.LinkRepairs[m.cfg.Name]++
