@@ -181,3 +181,31 @@ func bind(t *testing.T, src, dst string) {
 	}
 	t.Cleanup(func() { unix.Unmount(dst, unix.MNT_DETACH) })
 }
+
+// The site's owner (uid 65534, whose directories on the way are trusted because the root
+// is theirs) swaps their own parent directory for a link to a root-owned tree between a
+// reload and the next prune: the re-check refuses the link and the tree keeps every byte.
+func TestSiteOwnerSwapsTheirParentForALink(t *testing.T) {
+	T := stickyTmpfs(t)
+	asAttacker(t, "mkdir", "-p", filepath.Join(T, "launcher", "bg"))
+	expiredJobs(t, filepath.Join(T, "victim", "bg"), 3)
+	cfg := siteCfg("s", filepath.Join(T, "launcher", "bg"))
+	cfg.OwnerUIDs = []uint32{attacker}
+	h := run(t, Options{Sites: []SiteConfig{cfg}})
+	if p := problemOf(t, h.m, "s"); p != "" {
+		t.Fatalf("problem %q on the owner's own site", p)
+	}
+	before := fingerprint(t, filepath.Join(T, "victim"))
+	asAttacker(t, "mv", filepath.Join(T, "launcher"), filepath.Join(T, "launcher.old"))
+	asAttacker(t, "ln", "-s", filepath.Join(T, "victim"), filepath.Join(T, "launcher"))
+	if err := h.m.Reconfigure([]SiteConfig{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the re-check to refuse the owner's link", func() bool {
+		return strings.Contains(problemOf(t, h.m, "s"), filepath.Join(T, "launcher")+" is a symlink")
+	})
+	pruneAllNow(t, h.m)
+	if fingerprint(t, filepath.Join(T, "victim")) != before {
+		t.Fatal("the root-owned tree behind the owner's link changed")
+	}
+}
