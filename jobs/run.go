@@ -30,6 +30,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer func() {
 		wg.Wait()
 		m.save()
+		m.removeIdleRoot()
 	}()
 	if m.unavailable != "" {
 		m.opts.Logger.Info("jobs unavailable", "reason", m.unavailable)
@@ -235,5 +236,27 @@ func (w *watcher) run(ctx context.Context) {
 		for _, j := range hit {
 			w.m.checkEmpty(j)
 		}
+	}
+}
+
+// removeIdleRoot removes <root>/jobs and the root itself at stop when no job holds them
+// (nothing runs, nothing leaked), so a daemon leaves no cgroup behind. A delegated root is
+// systemd's to remove.
+func (m *Manager) removeIdleRoot() {
+	m.mu.Lock()
+	for _, j := range m.jobs {
+		if j.live() || j.State == api.JobLeaked {
+			m.mu.Unlock()
+			return
+		}
+	}
+	m.rootReady = false
+	m.mu.Unlock()
+	if m.root == "" || m.unavailable != "" {
+		return
+	}
+	unix.Rmdir(filepath.Join(m.root, "jobs")) // EBUSY or ENOTEMPTY while a stray cgroup is left: kept
+	if !m.delegated {
+		unix.Rmdir(m.root)
 	}
 }

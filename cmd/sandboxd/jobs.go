@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -169,4 +170,25 @@ func runJobsLeaks(ctx context.Context, inv *invocation, clean bool) int {
 		return exitLeaks
 	}
 	return exitOK
+}
+
+// statusJobs is the JOBS section of `sandboxd status`: counts by state, the oldest running
+// job and the next lease to lapse; or why jobs are unavailable here.
+func statusJobs(w io.Writer, st *api.Status, now time.Time) {
+	j := st.Jobs
+	if j == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nJOBS")
+	if !j.Available {
+		fmt.Fprintf(w, "  unavailable: %s\n", j.Reason)
+		return
+	}
+	fmt.Fprintf(w, "  %d running, %d ending, %d leaked, %d ended (cgroup root %s)\n", j.Running, j.Ending, j.Leaked, j.Ended, j.Root)
+	if j.Oldest != "" && j.OldestStartedAt != nil {
+		fmt.Fprintf(w, "  oldest %s, started %s\n", j.Oldest, ago(*j.OldestStartedAt, now))
+	}
+	if j.NextLapse != "" && j.NextLapseAt != nil {
+		fmt.Fprintf(w, "  next to lapse %s, %s\n", j.NextLapse, untilText(now, *j.NextLapseAt))
+	}
 }

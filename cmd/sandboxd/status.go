@@ -38,6 +38,7 @@ var statusSections = []func(w io.Writer, st *api.Status, now time.Time){
 	statusSites,
 	statusCaches,
 	statusMounts,
+	statusJobs,
 	statusConditions,
 	statusLastReclaim,
 }

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/mountinfo"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// cgroupRoot is a jobs cgroup root unique to the test, killed and removed at cleanup.
+func cgroupRoot(t *testing.T) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	entries, _ := mountinfo.Read("/proc")
+	mount := ""
+	for _, e := range entries {
+		if e.FSType == "cgroup2" {
+			mount = e.MountPoint
+		}
+	}
+	if mount == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no cgroup2 mount and CI=true")
+		}
+		t.Skip("skipping: no cgroup2 mount")
+	}
+	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
+	root := filepath.Join(mount, "sandboxd-test-"+name+"-"+strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() {
+		var dirs []string
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+				os.WriteFile(filepath.Join(p, "cgroup.kill"), []byte("1"), 0)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			for try := 0; try < 100; try++ {
+				if err := syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, syscall.ENOENT) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	return root
+}
+
+func jobState(t *testing.T, sock, id string) api.Job {
+	t.Helper()
+	r := sandboxd(t, nil, "jobs", "list", "--socket", sock, "--json")
+	var p api.JobsPage
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+		t.Fatalf("jobs list --json: %v: %s %s", err, r.stdout, r.stderr)
+	}
+	for _, j := range p.Jobs {
+		if j.ID == id {
+			return j
+		}
+	}
+	return api.Job{}
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	testenv.Eventually(t, d, what, f)
+}
+
+func alivePid(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+func readPidFile(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitUntil(t, 10*time.Second, "pid file "+path, func() bool {
+		b, _ := os.ReadFile(path)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0
+	})
+	return pid
+}
+
+func startBG(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// sandboxd run puts CMD (and a setsid grandchild) in the job's cgroup; a runner that
+// heartbeats keeps it past its ttl; once the runner is SIGKILLed, the lease ends the job
+// and every process of it. sandboxd itself, SIGKILLed and restarted mid-lease, finds the
+// job again and still ends it on time; a lease that lapsed while it was down ends at start.
+func TestRunJobsAndRestart(t *testing.T) {
+	root := cgroupRoot(t)
+	mnt := testenv.Tmpfs(t, 16<<20, 0)
+	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
+	dir := openTempDir(t)
+	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
+		filepath.Join(mnt, "site"), mnt, root)
+	daemon, sock, logs := serveDaemon(t, dir, cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	pids := t.TempDir()
+
+	// A runner: starts the job with sandboxd run, then beats for it every 200ms.
+	runner := exec.Command("/bin/sh", "-c", fmt.Sprintf(`%s run --id crash --site s --ttl 1s -- sh -c 'setsid sh -c "echo \$\$ > %s/grand; exec sleep 600" & echo $$ > %s/cmd; exec sleep 600' &
+while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, pids, pids, binary))
+	runner.Env = append(os.Environ(), env...)
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runner.Process.Kill(); runner.Wait() })
+	cmdPid, grand := readPidFile(t, pids+"/cmd"), readPidFile(t, pids+"/grand")
+	procs, _ := os.ReadFile(filepath.Join(root, "jobs", "crash", "cgroup.procs"))
+	for _, p := range []int{cmdPid, grand} {
+		if !strings.Contains(" "+strings.Join(strings.Fields(string(procs)), " ")+" ", " "+strconv.Itoa(p)+" ") {
+			t.Errorf("process %d is not in the job's cgroup (cgroup.procs %q)", p, procs)
+		}
+	}
+	time.Sleep(2 * time.Second) // twice the ttl: the runner's heartbeats keep it
+	if j := jobState(t, sock, "crash"); j.State != api.JobRunning || j.Heartbeats < 3 {
+		t.Fatalf("after 2s of a 1s lease with heartbeats: %+v", j)
+	}
+	// sandboxd run sends no heartbeat of its own: only the runner's count.
+	runner.Process.Kill() // the runner crashes; its job must end by the lease
+	runner.Wait()
+	waitUntil(t, 15*time.Second, "the crashed runner's job to end", func() bool { return jobState(t, sock, "crash").State == api.JobKilled })
+	if j := jobState(t, sock, "crash"); j.Reason != api.ReasonLeaseExpired {
+		t.Errorf("reason %q", j.Reason)
+	}
+	for _, p := range []int{cmdPid, grand} {
+		if alivePid(p) {
+			t.Errorf("process %d outlived its job", p)
+		}
+	}
+
+	// Restart mid-lease: two jobs, sandboxd SIGKILLed.
+	long, short := startBG(t, "sleep", "600"), startBG(t, "sleep", "600")
+	for _, reg := range []struct {
+		id  string
+		pid int
+		ttl string
+	}{{"long", long.Process.Pid, "4s"}, {"short", short.Process.Pid, "1s"}} {
+		body := fmt.Sprintf(`{"id": %q, "pid": %d, "ttl": %q}`, reg.id, reg.pid, reg.ttl)
+		out, err := exec.Command("curl", "-sS", "--unix-socket", sock, "http://sandboxd/v1/jobs", "-d", body).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), `"state":"running"`) {
+			t.Fatalf("register %s: %v %s", reg.id, err, out)
+		}
+	}
+	daemon.Process.Signal(syscall.SIGKILL)
+	daemon.Wait()
+	time.Sleep(1500 * time.Millisecond) // short's lease lapses while no daemon runs
+	if !alivePid(short.Process.Pid) {
+		t.Fatal("a job ended while no daemon ran")
+	}
+	_, sock, logs = serveDaemon(t, dir, cfg)
+	waitUntil(t, 10*time.Second, "short, lapsed while sandboxd was down, to end at start", func() bool { return jobState(t, sock, "short").State == api.JobKilled })
+	if j := jobState(t, sock, "long"); j.State != api.JobRunning {
+		t.Fatalf("after the restart, long = %+v; logs:\n%s", j, logs.String())
+	}
+	waitUntil(t, 15*time.Second, "long's lease to lapse after the restart", func() bool { return jobState(t, sock, "long").State == api.JobKilled })
+	if alivePid(long.Process.Pid) || alivePid(short.Process.Pid) {
+		t.Error("a job's process survived its lease across the restart")
+	}
+	if r := sandboxd(t, env, "status"); r.code != 0 || !strings.Contains(r.stdout, "JOBS\n  0 running") {
+		t.Errorf("status does not show jobs: %d %s", r.code, r.stdout)
+	}
+}
+
+// sandboxd jobs leaks: 0 with nothing leaked; 1 for an unleased process a site's pid file
+// names, alive past unleased_max; 1 again with --clean, which ends it; 69 with the daemon down.
+func TestJobsLeaksExitCodes(t *testing.T) {
+	root := cgroupRoot(t)
+	mnt := testenv.Tmpfs(t, 16<<20, 0)
+	site := filepath.Join(mnt, "site")
+	os.Mkdir(site, 0o755)
+	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\nunleased_max = \"1s\"\n",
+		site, mnt, root)
+	daemon, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	if r := sandboxd(t, env, "jobs", "leaks"); r.code != 0 {
+		t.Fatalf("no leaks: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	// A detached launcher's job: pid file, output, and a process in its command line.
+	leaker := startBG(t, "sleep", "600")
+	os.WriteFile(filepath.Join(site, "a1b2.pid"), []byte(strconv.Itoa(leaker.Process.Pid)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(site, "a1b2.out"), []byte("x"), 0o644)
+	waitUntil(t, 20*time.Second, "the leak check to find the unleased process", func() bool {
+		return sandboxd(t, env, "jobs", "leaks").code == 1
+	})
+	r := sandboxd(t, env, "jobs", "leaks", "--json")
+	var rep api.LeaksReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 || len(rep.Leaks) != 1 || rep.Leaks[0].Kind != api.LeakUnleased || rep.Leaks[0].PID != leaker.Process.Pid {
+		t.Fatalf("leaks --json: exit %d, %+v (%v)", r.code, rep, err)
+	}
+	r = sandboxd(t, env, "jobs", "leaks", "--clean")
+	if r.code != 1 || !strings.Contains(r.stdout, "ended") {
+		t.Errorf("leaks --clean: exit %d (want 1: it had leaked), %s %s", r.code, r.stdout, r.stderr)
+	}
+	waitUntil(t, 5*time.Second, "the leaked process to be gone", func() bool { return !alivePid(leaker.Process.Pid) })
+	if r := sandboxd(t, env, "jobs", "leaks"); r.code != 0 {
+		t.Errorf("after --clean: exit %d, %s", r.code, r.stdout)
+	}
+	daemon.Process.Signal(syscall.SIGTERM)
+	daemon.Wait()
+	if r := sandboxd(t, env, "jobs", "leaks"); r.code != 69 {
+		t.Errorf("daemon down: exit %d, want 69; %s", r.code, r.stderr)
+	}
+}
