@@ -97,7 +97,7 @@ func (c MountConfig) withDefaults() (MountConfig, error) {
 	if c.RefreshAt <= 0 || c.RefreshAt >= 1 {
 		errs = append(errs, fmt.Errorf("mount %q: refresh_at %v must lie between 0 and 1", c.Name, c.RefreshAt))
 	}
-	if c.MaxRemountsPerHour <= 0 {
+	if c.MaxRemountsPerHour < 0 { // 0 means what the config says: never remount (issue 10)
 		c.MaxRemountsPerHour = defaultMaxRemounts
 	}
 	if c.RemountUnit != "" && len(c.RemountCommand) > 0 {
