@@ -216,7 +216,13 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 		}
 	}
 	r.count(&run, walks)
-	r.emit(api.EventReclaimRun, req.Trigger, run.Detail, map[string]any{"verdict": run.Verdict, "freed_bytes": run.FreedBytes, "freed_files": run.FreedFiles, "dry_run": req.DryRun, "cached": false})
+	if run.Verdict == api.VerdictHealthy && len(run.Actions) == 0 {
+		// A healthy run did nothing: counted, logged at debug, not one event per call, so a
+		// runner that resumes in a loop (never cached now) cannot push the audit trail out.
+		r.opts.Logger.Debug(run.Detail, "kind", api.EventReclaimRun, "subject", req.Trigger)
+	} else {
+		r.emit(api.EventReclaimRun, req.Trigger, run.Detail, map[string]any{"verdict": run.Verdict, "freed_bytes": run.FreedBytes, "freed_files": run.FreedFiles, "dry_run": req.DryRun, "cached": false})
+	}
 	r.mu.Lock()
 	c := run
 	r.last = &c

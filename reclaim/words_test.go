@@ -121,3 +121,27 @@ func TestACacheIsListedOnce(t *testing.T) {
 		t.Errorf("%s listed %d times: %+v", gb, n, r.Caches())
 	}
 }
+
+// Healthy resumes are measured every time (never cached) and, having done nothing, are
+// counted but not one audit event each: a runner resuming in a loop cannot push the
+// trail out.
+func TestHealthyResumesAreCountedNotLogged(t *testing.T) {
+	e := newEnv(t, 128*mib, 0)
+	e.reclaimBelow = 1 * mib
+	r := e.newReclaimer(e.options())
+	for i := 0; i < 20; i++ {
+		if run, err := r.Resume(context.Background()); err != nil || run.Verdict != api.VerdictHealthy || run.Cached {
+			t.Fatalf("resume %d: %q cached %v %v", i, run.Verdict, run.Cached, err)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.events {
+		if ev.Kind == api.EventReclaimRun {
+			t.Fatalf("a healthy resume recorded an event: %s", ev.Message)
+		}
+	}
+	if n := r.Counters().Runs[RunKey{TriggerResume, api.VerdictHealthy}]; n != 20 {
+		t.Errorf("healthy resumes counted %d, want 20", n)
+	}
+}
