@@ -216,18 +216,37 @@ func sortDurations(d []time.Duration) {
 	}
 }
 
-// cpuTicks reads this process's user+system time and that of its reaped children (the
-// probe children) from /proc/self/stat, in clock ticks (USER_HZ, 100 here).
+// cpuTicks reads this process's user+system time, and that of its children: the reaped
+// ones (cutime+cstime of /proc/self/stat, the per-probe children of old) plus the live
+// ones (the long-lived probe servers, whose time reaches cutime only when they exit), in
+// clock ticks (USER_HZ, 100 here).
 func cpuTicks(b *testing.B) (self, children int64) {
-	raw, err := os.ReadFile("/proc/self/stat")
+	f := statFields(b, "/proc/self/stat")
+	// After the command: state is field 3, so utime (14) is f[11] ... cstime (17) is f[14].
+	n := func(f []string, i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+	self, children = n(f, 11)+n(f, 12), n(f, 13)+n(f, 14)
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	me := strconv.Itoa(os.Getpid())
+	for _, p := range procs {
+		if cf := statFields(nil, p); len(cf) > 14 && cf[1] == me { // f[1] is the parent pid
+			children += n(cf, 11) + n(cf, 12)
+		}
+	}
+	return self, children
+}
+
+// statFields are the fields of a /proc/PID/stat after the command; nil when unreadable
+// (b nil: a process that just exited).
+func statFields(b *testing.B, path string) []string {
+	raw, err := os.ReadFile(path)
 	if err != nil {
-		b.Fatal(err)
+		if b != nil {
+			b.Fatal(err)
+		}
+		return nil
 	}
 	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// After the command: state is field 3, so utime (14) is f[11] ... cstime (17) is f[14].
-	n := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
-	return n(11) + n(12), n(13) + n(14)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 }
 
 // BenchmarkMountCPU: the daemon probing three mounts every 5 s with canaries, for

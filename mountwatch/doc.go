@@ -1,5 +1,6 @@
 // Package mountwatch owns the health of FUSE mounts: it discovers them from mountinfo,
-// probes each configured one from a child process run as the mount's owner (a stat of
+// probes each configured one from a child process run as the mount's owner (one long-lived
+// probe server per owner, probeserver.go; a stat of
 // the mount root proves nothing: geesefs answers it from memory while every lookup fails),
 // classifies the result (healthy, denied, disconnected, hung, missing), refreshes
 // credentials before they expire against the wall clock, and walks a remediation ladder

@@ -32,7 +32,8 @@ type probeResult struct {
 // that a hung FUSE mount traps a disposable process in uninterruptible sleep, never a
 // daemon thread (FIELD-NOTES: a stat of the root proves nothing; lookup, readdir and
 // create do). Flags: --path DIR (required), --canary (create+write+fsync+unlink a file
-// under a reserved name), --fsync (only fsync the mount root, before a remount). It prints
+// under a reserved name), --fsync (only fsync the mount root, before a remount); --serve
+// answers such requests, one JSON line each, for as long as stdin stays open. It prints
 // one JSON line such as {"ok":false,"op":"create","errno":"EACCES"} and returns 0 when
 // healthy, 1 when an operation failed, 2 on bad arguments.
 func ProbeMain(args []string, stdout io.Writer) int {
@@ -41,6 +42,10 @@ func ProbeMain(args []string, stdout io.Writer) int {
 	path := fl.String("path", "", "mount root to probe")
 	canary := fl.Bool("canary", false, "create, write, fsync and unlink a canary file")
 	fsyncOnly := fl.Bool("fsync", false, "only fsync the mount root")
+	serve := fl.Bool("serve", false, "serve probe requests from stdin (probeserver.go)")
+	if err := fl.Parse(args); err == nil && *serve {
+		return serveProbes(os.Stdin, stdout)
+	}
 	if err := fl.Parse(args); err != nil || *path == "" || !filepath.IsAbs(*path) {
 		writeResult(stdout, probeResult{Op: "args", Error: "usage: mount-probe --path ABSDIR [--canary|--fsync]"})
 		return 2

@@ -87,7 +87,7 @@ func (w *Watcher) once(m *mount, key string) bool {
 // outcome. With one outstanding probe per mount, a probe of the loop may still be running:
 // while it is within its probe_timeout it is waited for (a slow probe child, as under
 // load, is not a hung mount; treating it as one remounted healthy mounts at start-up);
-// only one still there after its kill means hung.
+// only one still there past its timeout means hung.
 func (w *Watcher) probeNow(m *mount, canary bool) outcome {
 	for attempt := 0; attempt < 50; attempt++ {
 		c, err := w.launchProbe(m, canary, false)
@@ -108,7 +108,7 @@ func (w *Watcher) probeNow(m *mount, canary bool) outcome {
 		}
 		time.Sleep(10 * time.Millisecond) // the reaper clears m.probe right after the reap
 	}
-	return w.hungOutcome(m, "the last probe is still outstanding after its kill")
+	return w.hungOutcome(m, "the last probe is still outstanding past its probe_timeout")
 }
 
 func closed(ch <-chan struct{}) bool {

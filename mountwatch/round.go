@@ -71,8 +71,8 @@ func (w *Watcher) round(ctx context.Context, m *mount) {
 		w.apply(m, outcome{state: api.MountMissing, msg: msg, at: w.opts.Now()})
 		return
 	case overdue:
-		// Killed at its timeout and still not reaped: stuck in the mount.
-		w.apply(m, w.hungOutcome(m, "the last probe is still outstanding after its kill"))
+		// Past its timeout and still not answered: stuck in the mount.
+		w.apply(m, w.hungOutcome(m, "the last probe is still outstanding past its probe_timeout"))
 		return
 	case outstanding:
 		return // still within its probe_timeout: its own outcome will count
@@ -91,21 +91,17 @@ func (w *Watcher) round(ctx context.Context, m *mount) {
 	}()
 }
 
-// launchProbe starts a probe child for m as the mount's owner and registers it as the
-// one outstanding probe; a reaper goroutine clears it once the child is gone.
+// launchProbe sends a probe for m to the probe server of the mount's owner
+// (probeserver.go) and registers it as the one outstanding probe; a goroutine clears it
+// once the answer arrived.
 func (w *Watcher) launchProbe(m *mount, canary, fsyncOnly bool) (*child, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if m.probe != nil {
 		return nil, fmt.Errorf("mount %s: a probe is still outstanding", m.cfg.Name)
 	}
-	argv := append(append([]string(nil), w.opts.ProbeCommand...), "--path", m.cfg.Path)
-	if fsyncOnly {
-		argv = append(argv, "--fsync")
-	} else if canary {
-		argv = append(argv, "--canary")
-	}
-	c, err := startChild(argv, ownerCred(m.entry), m.cfg.ProbeTimeout, true)
+	req := probeRequest{Path: m.cfg.Path, Canary: canary && !fsyncOnly, Fsync: fsyncOnly}
+	c, err := w.servers.probe(w.opts.ProbeCommand, ownerCred(m.entry), req, m.cfg.ProbeTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,8 @@ type Watcher struct {
 	others   []api.Mount
 	counters Counters
 
+	servers probeServers // the probe children, one per mount owner (own lock)
+
 	reconf chan struct{}
 	// observe is Options.Observe as New or SetObserve last set it.
 	observe atomic.Bool
@@ -215,6 +217,7 @@ func (w *Watcher) Reconfigure(mounts []MountConfig) error {
 func (w *Watcher) Run(ctx context.Context) error {
 	t := time.NewTicker(w.tick())
 	defer t.Stop()
+	defer w.servers.closeAll()
 	last := time.Now()
 	w.step(ctx, 0)
 	for {
