@@ -71,7 +71,8 @@ type releaser struct {
 	w     *Watcher
 	m     *mount
 	steps []api.ReleaseStep
-	gone  bool // nothing FUSE is mounted on the path any more
+	gone    bool // this release unmounted it
+	nothing bool // nothing FUSE was mounted on the path to unmount
 }
 
 func (r *releaser) step(step, result, detail string) {
@@ -81,8 +82,11 @@ func (r *releaser) step(step, result, detail string) {
 }
 
 func (r *releaser) outcome() string {
-	if r.gone {
+	switch {
+	case r.gone:
 		return "unmounted"
+	case r.nothing:
+		return "nothing was mounted there"
 	}
 	return "NOT unmounted (see the steps)"
 }
@@ -140,12 +144,19 @@ func (r *releaser) unmount(ctx context.Context) {
 	path := m.cfg.Path
 	e, ok := w.fuseAt(path)
 	if !ok {
-		r.gone = true
+		r.nothing = true
 		r.step("umount", "skipped", "no FUSE mount on "+path)
 		return
 	}
 	if w.opts.Observe {
 		r.step("umount", "observed", "would sync and unmount "+path)
+		return
+	}
+	// umount resolves the path again: a directory of it swapped for a symlink since the
+	// registration would point it at another mount. (Only the parent is resolved: the
+	// mount's own root may hang.)
+	if dir := filepath.Dir(path); !sameResolved(dir) {
+		r.step("umount", "failed", fmt.Sprintf("%s is no longer reached without a symlink: not unmounting %s", dir, path))
 		return
 	}
 	w.mu.Lock()
@@ -189,6 +200,12 @@ func (r *releaser) unmount(ctx context.Context) {
 		}
 		r.step(t.step, "failed", detail)
 	}
+}
+
+// sameResolved reports whether dir resolves to itself, following no symlink.
+func sameResolved(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	return err == nil && real == dir
 }
 
 // mountIDPresent reports whether mountinfo still lists the mount with this ID.

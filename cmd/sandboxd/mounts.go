@@ -184,13 +184,25 @@ func runMountsRm(ctx context.Context, inv *invocation, name string, unmount *boo
 		fmt.Fprintf(inv.stdout, "  %-12s %-8s %s\n", s.Step, s.Result, s.Detail)
 	}
 	verdict := "released " + name + "; left mounted"
-	if r.Unmounted {
+	switch {
+	case r.Unmounted:
 		verdict = "released " + name + "; unmounted"
-	} else if unmountAsked(r.Steps) {
+	case nothingMounted(r.Steps):
+		verdict = "released " + name + "; nothing was mounted there"
+	case unmountAsked(r.Steps):
 		verdict = "released " + name + "; NOT unmounted (see the steps above)"
 	}
 	fmt.Fprintln(inv.stdout, verdict)
 	return exitOK
+}
+
+func nothingMounted(steps []api.ReleaseStep) bool {
+	for _, s := range steps {
+		if s.Step == "umount" && s.Result == "skipped" && strings.HasPrefix(s.Detail, "no FUSE mount on") {
+			return true
+		}
+	}
+	return false
 }
 
 func unmountAsked(steps []api.ReleaseStep) bool {
