@@ -44,7 +44,9 @@ func TestProbeServerLivesAndIsReplaced(t *testing.T) {
 	var pids []int
 	f.waitFor("one probe server", func() bool { pids = probeServerPids(); return len(pids) == 1 })
 	first := f.mountState("agent").LastProbeAt
-	f.waitFor("ten more rounds", func() bool { return time.Since(*first) > 0 && f.mountState("agent").LastProbeAt.Sub(*first) > time.Second })
+	f.waitFor("ten more rounds", func() bool {
+		return time.Since(*first) > 0 && f.mountState("agent").LastProbeAt.Sub(*first) > time.Second
+	})
 	if now := probeServerPids(); len(now) != 1 || now[0] != pids[0] {
 		t.Fatalf("probe servers %v after many rounds, want the one %v", now, pids)
 	}

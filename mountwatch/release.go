@@ -68,9 +68,9 @@ func (w *Watcher) Release(ctx context.Context, name string, unmountOpt *bool, wh
 }
 
 type releaser struct {
-	w     *Watcher
-	m     *mount
-	steps []api.ReleaseStep
+	w       *Watcher
+	m       *mount
+	steps   []api.ReleaseStep
 	gone    bool // this release unmounted it
 	nothing bool // nothing FUSE was mounted on the path to unmount
 }

@@ -9,7 +9,7 @@
 # $BENCH_OUT (default bench-results/<UTC time>/); the summary table is printed at the end.
 # Knobs: BENCH_ROUNDS (5), BENCH_SECONDS (1.5s per run), BENCH_IDLE (60s),
 # BENCH_CHURN (20s), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
-# the FUSE mount benchmarks, ~6 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
+# the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
 # (5000: reclaim's deletion benchmark on 50,000 files instead of its default 200,000,
 # which alone takes ~6 min on ext4 here; set 20000 for the full size).
 set -euo pipefail
@@ -297,13 +297,16 @@ if [ "${BENCH_MOUNTS:-1}" = 1 ]; then
 	log "6. FUSE mounts (issue 5): denial window, refresh, /livez and recovery while hung, CPU of probes (docs/benchmarks-mounts.md)"
 	SANDBOXD_BENCH_CPU_SECONDS=${BENCH_MOUNT_CPU:-30} "$GO" test -run '^$' -bench 'Mount' -benchtime=1x -timeout 30m \
 		./daemon 2>&1 | tee "$OUT/mount-bench.txt"
+	log "7. runtime mounts (issue 12): registration to first healthy probe, credential-expiry denial, CPU of 50 registered mounts"
+	SANDBOXD_BENCH_CPU_SECONDS=${BENCH_MOUNT_CPU:-30} "$GO" test -run '^$' -bench 'Registered' -benchtime=1x -timeout 30m \
+		./daemon 2>&1 | tee "$OUT/runtime-mount-bench.txt"
 fi
 
 # ---------------------------------------------------------------------------------
 log "summary (medians over rounds; raw results in $OUT)"
 echo "machine: $(nproc) cores, kernel $(uname -r), load at start: $(grep 'uptime at start' "$OUT/machine.txt" | sed 's/.*load average: //')"
 "$SB" report -in "$RESULTS" -json "$OUT/summary.json" | tee "$OUT/summary.txt"
-for f in "$OUT/go-bench.txt" "$OUT/mount-bench.txt"; do
+for f in "$OUT/go-bench.txt" "$OUT/mount-bench.txt" "$OUT/runtime-mount-bench.txt"; do
 	if [ -f "$f" ]; then
 		echo
 		grep -E '^(Benchmark|ok|FAIL|---)' "$f" || true
