@@ -41,8 +41,8 @@ type Options struct {
 
 	// stallSupervisor, when set (tests), is called at the top of every supervisor round.
 	stallSupervisor func()
-	// jobs, when set (tests), is the jobs registry registered mounts are tied to.
-	jobs jobTie
+	// mountJobs, when set (tests), is the jobs registry registered mounts are tied to.
+	mountJobs jobTie
 }
 
 // Daemon is one running sandboxd. Create it with New, run it with Run.
@@ -70,7 +70,7 @@ type Daemon struct {
 	writersV Writers
 	comps    *components
 
-	jobs jobTie // the jobs registry, for mounts tied to a job (nil: no tie)
+	mountJobs jobTie // the jobs registry, for mounts tied to a job (nil: no tie)
 	// jobReg is the job registry (jobs.go): built once, it outlives reloads.
 	jobReg   *jobs.Manager
 	activity atomic.Int64 // the last launch, registration or heartbeat, Unix ns
@@ -133,8 +133,8 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.comps = comps
-	if opts.jobs != nil {
-		d.wireJobTie(opts.jobs)
+	if opts.mountJobs != nil {
+		d.wireJobTie(opts.mountJobs)
 	}
 	d.state.OnWrite(func(path string, n int64) { d.current().pressure.OwnWrite(path, n) })
 	d.metrics = newMetrics(d)

@@ -48,7 +48,7 @@ func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
 func (d *Daemon) jobRegistry(cfg *config.Config) *jobs.Manager {
 	if d.jobReg == nil {
 		d.jobReg = jobs.New(d.jobsOptions(cfg))
-		if d.jobs == nil {
+		if d.opts.mountJobs == nil { // tests may tie mounts to a registry of their own
 			d.wireJobTie(managerTie{d.jobReg})
 		}
 	}

@@ -73,8 +73,15 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, registeredAt time.Time
 		return api.Mount{}, err
 	}
 	reg.RegisteredAt = registeredAt
-	if reg.Job != "" && d.jobs != nil {
-		if alive, why := d.jobs.alive(reg.Job); !alive {
+	if reg.Job != "" && d.mountJobs == nil {
+		// Accepting it would promise a release that nothing would ever trigger.
+		return api.Mount{}, api.NewProblem(api.CodeJobsUnavailable, "field \"job\": this daemon runs no jobs registry, so a mount cannot be tied to job %q; register it without a job and DELETE it when the session ends", reg.Job)
+	}
+	if reg.Job != "" {
+		if ok, why := d.mountJobs.available(); !ok {
+			return api.Mount{}, api.NewProblem(api.CodeJobsUnavailable, "field \"job\": jobs are unavailable here (%s), so a mount cannot be tied to job %q", why, reg.Job)
+		}
+		if alive, why := d.mountJobs.alive(reg.Job); !alive {
 			return api.Mount{}, api.NewProblem(api.CodeNotFound, "job %q %s: a mount can only be tied to a running job (POST /v1/jobs first)", reg.Job, why)
 		}
 	}

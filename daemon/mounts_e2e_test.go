@@ -394,6 +394,7 @@ func TestRegisterBadInput(t *testing.T) {
 		{"refresh_at", api.MountRegistration{Name: "x", Path: bare, RefreshAt: ptr(1.5)}, 400, "refresh_at"},
 		{"configured name", api.MountRegistration{Name: "conf", Path: bare}, 409, "conf"},
 		{"configured path", api.MountRegistration{Name: "x", Path: configured}, 409, configured},
+		{"job that does not run", api.MountRegistration{Name: "x", Path: bare, Job: "a1b2"}, 404, "a1b2"},
 	}
 	for _, c := range cases {
 		code, body := register(t, td, c.req)

@@ -11,7 +11,9 @@ import (
 // The tie of a registered mount to its job (CONTRACT §11, §12): when the job ends (lease
 // lapsed, deleted, or its processes exited) the daemon releases the job's mounts; a mount
 // whose job is gone when the daemon starts is released too. mountwatch knows jobs only by
-// id; the jobs registry is reached through this interface, wired where the daemon builds it.
+// id; the jobs registry is reached through this interface: where the daemon builds its
+// jobs.Manager m, it calls d.wireJobTie(managerTie{m}). Without one, a registration that
+// names a job is refused (503 jobs_unavailable) rather than accepted and never released.
 
 // jobTie is what the mount tie needs of the jobs registry.
 type jobTie interface {
@@ -20,6 +22,8 @@ type jobTie interface {
 	alive(id string) (ok bool, why string)
 	// onEnd registers f to be called once for every job that ends, with its reason.
 	onEnd(f func(id, reason string))
+	// available says whether jobs can run here at all, and if not, why.
+	available() (bool, string)
 }
 
 // managerTie is the jobs registry (package jobs) as a jobTie.
@@ -38,9 +42,11 @@ func (t managerTie) alive(id string) (bool, string) {
 
 func (t managerTie) onEnd(f func(id, reason string)) { t.m.OnEnd(f) }
 
+func (t managerTie) available() (bool, string) { return t.m.Available() }
+
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {
-	d.jobs = j
+	d.mountJobs = j
 	j.onEnd(func(id, reason string) {
 		go d.releaseJobMounts(id, fmt.Sprintf("job %s ended (%s)", id, reason))
 	})
@@ -59,14 +65,14 @@ func (d *Daemon) releaseJobMounts(job, why string) {
 // releaseOrphanMounts releases, at start-up, the registered mounts whose job ended while
 // the daemon was down.
 func (d *Daemon) releaseOrphanMounts(ctx context.Context) {
-	if d.jobs == nil {
+	if d.mountJobs == nil {
 		return
 	}
 	for _, r := range d.current().mounts.Registered() {
 		if r.Reg.Job == "" {
 			continue
 		}
-		if ok, why := d.jobs.alive(r.Reg.Job); !ok {
+		if ok, why := d.mountJobs.alive(r.Reg.Job); !ok {
 			if _, err := d.releaseMount(ctx, r.Config.Name, nil, fmt.Sprintf("job %s %s (found at start-up)", r.Reg.Job, why)); err != nil {
 				d.logger.Error("release of an orphaned mount failed", "mount", r.Config.Name, "err", err)
 			}

@@ -107,7 +107,7 @@ func (s *switchTie) onEnd(f func(id, reason string)) {
 	})
 }
 
-func withJobs(j jobTie) func(*Options) { return func(o *Options) { o.jobs = j } }
+func withJobs(j jobTie) func(*Options) { return func(o *Options) { o.mountJobs = j } }
 
 // sessionMount is one session's FUSE mount with a link into it, registered for job.
 type sessionMount struct {
