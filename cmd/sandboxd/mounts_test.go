@@ -50,6 +50,13 @@ func TestMountsCommands(t *testing.T) {
 	if r := sandboxd(t, nil, "launch", "--mount", "nope", "--socket", sock); r.code != 78 || !strings.Contains(r.stderr, "nope") {
 		t.Errorf("launch naming an unknown mount: %d %s, want 78 naming it", r.code, r.stderr)
 	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	if r := sandboxd(t, nil, "run", "--mount", "nope", "--socket", sock, "--", "touch", marker); r.code != 78 || !strings.Contains(r.stderr, "nope") {
+		t.Errorf("run --mount naming an unknown mount: %d %s, want 78 naming it", r.code, r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("run started the command although its mount is unknown")
+	}
 	r = sandboxd(t, nil, "mounts", "rm", "agent-s17", "--socket", sock)
 	if r.code != 0 || !strings.Contains(r.stdout, "released agent-s17; left mounted") {
 		t.Errorf("mounts rm: %d %s %s", r.code, r.stdout, r.stderr)
