@@ -73,7 +73,7 @@ path = %q
 	before := treeHashes(t, mnt)
 
 	for _, c := range []struct{ need, words string }{
-		{"1TiB", "more than the filesystem's whole size 64.0 MiB"},
+		{"1TiB", "no reclaim can free 1.0 TiB on a filesystem of 64.0 MiB in all"},
 		{"30MiB", "reclaim could free at most"},
 	} {
 		status, _, p := launch(t, td, fmt.Sprintf(`{"need_bytes":%q}`, c.need))

@@ -33,8 +33,13 @@ func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headro
 	f := &fsRun{path: path, before: m, cur: m}
 	f.targetBytes = m.ReclaimThresholdBytes + uint64(max(headroom, 0))
 	f.needBytes = uint64(max(req.NeedBytes, 0))
-	f.targetBytes = max(f.targetBytes, f.needBytes, uint64(max(req.TargetFree, 0)))
-	f.targetFree = req.TargetFree > 0 && f.targetBytes == uint64(req.TargetFree)
+	f.targetBytes = max(f.targetBytes, f.needBytes)
+	if req.TargetFree > 0 {
+		// The caller's explicit target is the target, not reclaim_below plus headroom
+		// (which said "short of the target 264 MiB" to a --target-free 60MiB).
+		f.targetBytes = max(uint64(req.TargetFree), f.needBytes)
+		f.targetFree = f.targetBytes == uint64(req.TargetFree)
+	}
 	if m.Files > 0 {
 		f.targetFiles = m.ReclaimThresholdFiles + headroomInodes
 		f.needFiles = req.NeedInodes

@@ -20,11 +20,11 @@ const dirSlack = 4096
 // (a walk cut by its budget or ctx) nothing is proved and ok is true.
 func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, needInodes uint64) (ok bool, why string) {
 	if m.SizeBytes > 0 && needBytes > m.SizeBytes {
-		return false, fmt.Sprintf("the call needs %s free, more than the filesystem's whole size %s: no reclaim can meet it, nothing was deleted",
+		return false, fmt.Sprintf("no reclaim can free %s on a filesystem of %s in all: nothing was deleted",
 			api.FormatSize(needBytes), api.FormatSize(m.SizeBytes))
 	}
 	if m.Files > 0 && needInodes > m.Files {
-		return false, fmt.Sprintf("the call needs %s free inodes, more than the filesystem has in all (%s): no reclaim can meet it, nothing was deleted",
+		return false, fmt.Sprintf("no reclaim can free %s inodes on a filesystem of %s inodes in all: nothing was deleted",
 			api.FormatCount(needInodes), api.FormatCount(m.Files))
 	}
 	shortBytes := m.AvailBytes < needBytes
@@ -38,11 +38,11 @@ func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, n
 	}
 	switch {
 	case shortBytes && m.AvailBytes+uint64(bytes) < needBytes:
-		return false, fmt.Sprintf("the call needs %s free; %s are free and reclaim could free at most %s more (caches, site entries and the reserve on it): nothing was deleted",
-			api.FormatSize(needBytes), api.FormatSize(m.AvailBytes), api.FormatSize(uint64(bytes)))
+		return false, fmt.Sprintf("reclaim could free at most %s more (caches, site entries and the reserve on it), short of %s: nothing was deleted",
+			api.FormatSize(uint64(bytes)), api.FormatSize(needBytes))
 	case shortInodes && m.FilesFree+uint64(files) < needInodes:
-		return false, fmt.Sprintf("the call needs %s free inodes; %s are free and reclaim could free at most %s more: nothing was deleted",
-			api.FormatCount(needInodes), api.FormatCount(m.FilesFree), api.FormatCount(uint64(files)))
+		return false, fmt.Sprintf("reclaim could free at most %s more inodes, short of %s: nothing was deleted",
+			api.FormatCount(uint64(files)), api.FormatCount(needInodes))
 	}
 	return true, ""
 }

@@ -296,7 +296,7 @@ func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work [
 	run.Verdict = api.VerdictHealthy
 	for _, f := range all {
 		run.Before = append(run.Before, f.before)
-		run.Actions = append(run.Actions, f.actions...)
+		run.Actions = append(run.Actions, coalesce(f.actions)...)
 		if f.simulate {
 			run.After = append(run.After, f.before)
 			run.Projected = append(run.Projected, f.cur)
@@ -362,3 +362,26 @@ func (f *fsRun) verdict() string {
 
 // Cooldown is the reclaim cooldown in force (0: none), for /v1/config's in_force.
 func (r *Reclaimer) Cooldown() time.Duration { return r.opts.Cooldown }
+
+// coalesce merges the actions of one cache that differ only in their figures (a plan or a
+// deletion done in batches), so each cache is listed once per kind of step.
+func coalesce(in []api.Action) []api.Action {
+	type key struct{ source, path, kind, status, err string }
+	at := map[key]int{}
+	out := make([]api.Action, 0, len(in))
+	for _, a := range in {
+		if a.Kind != api.ActionDelete {
+			out = append(out, a)
+			continue
+		}
+		k := key{a.Source, a.Path, a.Kind, a.Status, a.Error}
+		if i, ok := at[k]; ok {
+			out[i].FreedBytes += a.FreedBytes
+			out[i].FreedFiles += a.FreedFiles
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, a)
+	}
+	return out
+}

@@ -70,6 +70,22 @@ func TestDryRunPlansOnAHealthyDiskAndNamesItsTarget(t *testing.T) {
 		t.Errorf("a dry run freed %d; after %+v projected %+v", run.FreedBytes, run.After, run.Projected)
 	}
 	sameTree(t, before, hashTree(t, e.root))
+
+	// A target below reclaim_below plus headroom is still the target named.
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 70*mib) // below 64 MiB + 16 MiB headroom
+	small := int64(75 * mib)
+	run, _ = r.Reclaim(context.Background(), Request{Trigger: TriggerManual, DryRun: true, TargetFree: small})
+	if !strings.Contains(run.Detail, "the target "+api.FormatSize(uint64(small))+" free (target_free)") {
+		t.Errorf("dry run with a small target_free: %s", run.Detail)
+	}
+	seen := map[string]bool{}
+	for _, a := range run.Actions {
+		k := a.Source + " " + a.Kind + " " + a.Status
+		if a.Kind == api.ActionDelete && seen[k] {
+			t.Errorf("%s listed twice in the plan: %+v", k, run.Actions)
+		}
+		seen[k] = true
+	}
 }
 
 // A gc command cut by the call's deadline says so, not the 2m command timeout it never
