@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
 // runTextfile writes sandboxd's own series to [metrics] textfile every
@@ -27,7 +30,7 @@ func (d *Daemon) runTextfile(ctx context.Context) {
 	for {
 		m := d.config().Metrics
 		if written != "" && written != m.Textfile {
-			if err := os.Remove(written); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := removeTextfile(written); err != nil && !errors.Is(err, unix.ENOENT) {
 				d.logger.Warn("metrics textfile: cannot remove the file of the old path", "path", written, "err", err)
 			}
 			written = ""
@@ -60,6 +63,9 @@ func (d *Daemon) runTextfile(ctx context.Context) {
 // atomically: a temporary file in the same directory (node_exporter reads only *.prom,
 // so it never sees the half-written one), fsync, mode 0644 (node_exporter runs as its
 // own user), rename. On any error the temporary file is removed and path is untouched.
+// Every step works beneath the directory's fd as safefs walked it from "/" (issue 9):
+// a directory reached through a symlink, or through one another user could swap, is
+// refused with the reason, so the rename can never replace a file somewhere else.
 func writeTextfile(path string, g prometheus.Gatherer) (err error) {
 	mfs, err := g.Gather()
 	if err != nil {
@@ -71,15 +77,20 @@ func writeTextfile(path string, g prometheus.Gatherer) (err error) {
 			return fmt.Errorf("encode %s: %w", mf.GetName(), err)
 		}
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	dir, base, err := safefs.OpenParent(path)
 	if err != nil {
-		return fmt.Errorf("create a temporary file in %s: %w", dir, err)
+		return fmt.Errorf("textfile directory: %w", err)
+	}
+	defer dir.Close()
+	tmpName := fmt.Sprintf(".%s.%d-%d.tmp", base, os.Getpid(), textfileSeq.Add(1))
+	tmp, err := dir.CreateFile(tmpName, 0o600) // O_EXCL|O_NOFOLLOW
+	if err != nil {
+		return fmt.Errorf("create a temporary file: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			dir.RemoveFile(tmpName)
 		}
 	}()
 	if _, err = tmp.Write(buf.Bytes()); err != nil {
@@ -94,8 +105,24 @@ func writeTextfile(path string, g prometheus.Gatherer) (err error) {
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp.Name(), err)
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
+	if err = dir.ReplaceFile(tmpName, base); err != nil {
+		return err
 	}
+	dir.Sync()
 	return nil
+}
+
+var textfileSeq atomic.Uint64
+
+// removeTextfile removes the textfile at path, a path no longer configured: beneath its
+// directory's safely walked fd, and only a regular file (a link or a directory someone put
+// there since is left alone, with the reason).
+func removeTextfile(path string) error {
+	dir, base, err := safefs.OpenParent(path)
+	if err != nil {
+		return fmt.Errorf("textfile directory: %w", err)
+	}
+	defer dir.Close()
+	_, err = dir.RemoveFile(base)
+	return err
 }
