@@ -96,7 +96,7 @@ func TestServiceUnit(t *testing.T) {
 		}
 	}
 	for k, why := range map[string]string{
-		"ProtectClock":           "on systemd < 253 it closes the device policy: a remount command opening /dev/fuse gets EPERM",
+		"ProtectClock":           "on systemd < 253 its device allow-list can deny /dev/fuse to a remount command (EPERM)",
 		"DevicePolicy":           "remount commands open /dev/fuse and mount block devices",
 		"MemoryDenyWriteExecute": "the Node.js of pnpm/npm/yarn prune commands needs W+X memory for its JIT, and children inherit the filter",
 	} {
