@@ -23,7 +23,7 @@ import (
 
 // jobsRoot is a cgroup root unique to the test, under the cgroup2 mount, removed (its
 // processes killed) when the test ends.
-func jobsRoot(t *testing.T) string {
+func jobsRoot(t testing.TB) string {
 	t.Helper()
 	testenv.RequireRoot(t)
 	entries, _ := mountinfo.Read("/proc")
@@ -45,7 +45,7 @@ func jobsRoot(t *testing.T) string {
 	return root
 }
 
-func killTree(t *testing.T, dir string) {
+func killTree(t testing.TB, dir string) {
 	var dirs []string
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {

@@ -9,7 +9,7 @@
 # $BENCH_OUT (default bench-results/<UTC time>/); the summary table is printed at the end.
 # Knobs: BENCH_ROUNDS (5), BENCH_SECONDS (1.5s per run), BENCH_IDLE (60s),
 # BENCH_CHURN (20s), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
-# the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
+# the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_JOBS (1: the job benchmarks, ~1 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
 # (5000: reclaim's deletion benchmark on 50,000 files instead of its default 200,000,
 # which alone takes ~6 min on ext4 here; set 20000 for the full size).
 set -euo pipefail
@@ -303,10 +303,16 @@ if [ "${BENCH_MOUNTS:-1}" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------------
+if [ "${BENCH_JOBS:-1}" = 1 ]; then
+	log "7. jobs (issue 11): DELETE of 100 processes vs a kill loop over pgrep -g, heartbeat vs /livez, 1,000 idle jobs, lapse to empty"
+	"$GO" test -run '^$' -bench 'Jobs' -benchtime=1x -timeout 20m ./daemon 2>&1 | tee "$OUT/jobs-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
 log "summary (medians over rounds; raw results in $OUT)"
 echo "machine: $(nproc) cores, kernel $(uname -r), load at start: $(grep 'uptime at start' "$OUT/machine.txt" | sed 's/.*load average: //')"
 "$SB" report -in "$RESULTS" -json "$OUT/summary.json" | tee "$OUT/summary.txt"
-for f in "$OUT/go-bench.txt" "$OUT/mount-bench.txt" "$OUT/runtime-mount-bench.txt"; do
+for f in "$OUT/go-bench.txt" "$OUT/mount-bench.txt" "$OUT/runtime-mount-bench.txt" "$OUT/jobs-bench.txt"; do
 	if [ -f "$f" ]; then
 		echo
 		grep -E '^(Benchmark|ok|FAIL|---)' "$f" || true
