@@ -3,7 +3,10 @@ package mountwatch
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +59,50 @@ func TestReleaseDoesNotFollowASwappedPath(t *testing.T) {
 	entries, _ := readMountinfo("/proc")
 	if e, ok := topmostAt(entries, filepath.Join(f.base, "a-moved", "mnt")); !ok || !isFUSE(e.FSType) {
 		t.Error("the moved mount is gone")
+	}
+}
+
+// A mount held busy (a process works in it) refuses umount and fusermount3 -u; the lazy
+// umount is the last resort, and the steps say so in that order. Once the holder is gone
+// the FUSE server exits.
+func TestReleaseFallsBackToLazyUnmount(t *testing.T) {
+	f := newFixture(t)
+	srv := f.startServer(fusetest.Options{})
+	w := f.run(f.opts())
+	if _, err := w.Add(MountConfig{Name: "busy", Path: f.mnt, ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 2 * time.Second}, Registration{Unmount: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState("busy", api.MountHealthy)
+	holder := exec.Command("sleep", "300")
+	holder.Dir = f.mnt // its cwd keeps the mount busy
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	pid := srv.Pid()
+	_, steps, unmounted, err := w.Release(context.Background(), "busy", nil, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("steps: %+v", steps)
+	var order []string
+	for _, s := range steps {
+		order = append(order, s.Step+":"+s.Result)
+	}
+	want := []string{"sync:done", "umount:failed", "fusermount3:failed", "umount_lazy:done"}
+	if strings.Join(order, " ") != strings.Join(want, " ") || !unmounted {
+		t.Fatalf("steps %v (unmounted %v), want %v", order, unmounted, want)
+	}
+	if _, ok := srv.Mounted(); ok {
+		t.Fatal("still mounted after the lazy unmount")
+	}
+	holder.Process.Kill()
+	holder.Wait()
+	f.waitFor("the FUSE server to exit", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+	if len(f.eventsWith(api.EventMountRegistry, "release busy: umount_lazy done")) != 1 {
+		t.Error("no event for the lazy unmount step")
 	}
 }
