@@ -228,9 +228,12 @@ func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun) {
 		lr.walks++
 		u, err := o.root.Size(ctx, "", r.opts.SizeBudget)
 		_, needF := f.deficit()
-		if err == nil && u.Bytes == 0 && (needF == 0 || u.Files+u.Dirs == 0) {
+		if err == nil && u.Files+u.Dirs == 0 {
+			continue // empty (rung 3 may have just emptied it): nothing to do, nothing to say
+		}
+		if err == nil && u.Bytes == 0 && needF == 0 {
 			f.add(api.Action{Source: c.source(), Path: c.Path, Kind: api.ActionDelete, Status: api.ActionSkipped,
-				Error: "would free nothing: its files are hard-linked elsewhere or it is empty"})
+				Error: "would free nothing: its files are hard-linked elsewhere"})
 			continue
 		}
 		if argv := commandFor(c, true); len(argv) > 0 {

@@ -161,3 +161,27 @@ func TestHealthyResumesAreCountedNotLogged(t *testing.T) {
 		t.Errorf("healthy resumes counted %d, want 20", n)
 	}
 }
+
+// A cache that rung 3 empties is one "done" line, not also a rung-4 "would free nothing".
+func TestAnEmptiedCacheIsListedOnce(t *testing.T) {
+	e := newEnv(t, 128*mib, 0)
+	for i := 0; i < 4; i++ {
+		writeFile(t, filepath.Join(e.root, "c1", "e"+string(rune('a'+i))), mib, 5*time.Hour)
+	}
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 40*mib) // 40 MiB short: more than the cache
+	o := e.options()
+	o.Caches = []CacheConfig{{Name: "c1", Path: filepath.Join(e.root, "c1")}}
+	run, err := e.newReclaimer(o).Reclaim(context.Background(), Request{Trigger: TriggerManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, a := range run.Actions {
+		if a.Source == "c1" {
+			lines = append(lines, a.Status+" "+a.Error)
+		}
+	}
+	if len(lines) != 1 || lines[0] != api.ActionDone+" " {
+		t.Errorf("c1 listed as %q, want one done line: %s", lines, run.Detail)
+	}
+}
