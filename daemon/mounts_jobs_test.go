@@ -154,7 +154,7 @@ func (s sessionMount) checkReleased(t *testing.T, td *testDaemon, why string) {
 }
 
 // TestJobTiedMountReleasedWithTheJob: a mount tied to a job is released when the job's
-// lease lapses, and another when its job is deleted: links gone, unmounted, FUSE server
+// lease lapses, another when its job's processes exit, another when its job is deleted: links gone, unmounted, FUSE server
 // exited, events recorded. A registration naming a job that does not run is 404.
 func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
 	m := testJobs(t)
@@ -168,9 +168,21 @@ func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
 	if _, err := m.Register(api.JobRequest{ID: "del1", PID: sleeper(t)}, jobs.Caller{}); err != nil {
 		t.Fatal(err)
 	}
+	// A job whose processes exit by themselves.
+	quick := exec.Command("sleep", "4")
+	if err := quick.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go quick.Wait()
+	t.Cleanup(func() { quick.Process.Kill() })
+	if _, err := m.Register(api.JobRequest{ID: "exit1", PID: quick.Process.Pid}, jobs.Caller{}); err != nil {
+		t.Fatal(err)
+	}
 	lapse := newSessionMount(t, td, "sess-lapse", "lapse1")
 	del := newSessionMount(t, td, "sess-del", "del1")
+	exited := newSessionMount(t, td, "sess-exit", "exit1")
 	lapse.checkReleased(t, td, "job lapse1 ended (lease_expired)")
+	exited.checkReleased(t, td, "job exit1 ended (exited)")
 	if code, _, _ := td.do(t, "GET", "/v1/mounts/sess-del", ""); code != 200 {
 		t.Fatalf("the other job's mount went with the lapsed one: %d", code)
 	}
