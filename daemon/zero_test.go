@@ -117,3 +117,46 @@ path = %q
 		t.Errorf("%d cache entries left after two reclaims", len(left))
 	}
 }
+
+// TestMoreZerosMeanWhatTheDocsSay: warn_time_to_full "0s" never predicts, a site's
+// max_age "0s" prunes nothing by age, reclaim min_age "0s" lets fresh cache entries go.
+func TestMoreZerosMeanWhatTheDocsSay(t *testing.T) {
+	mnt, site, body := siteOnTmpfs(t, 32<<20, 0, "warn_time_to_full = \"0s\"\n")
+	body = strings.Replace(body, `max_age = "12h"`, `max_age = "0s"`, 1)
+	cache := filepath.Join(mnt, "cache")
+	os.Mkdir(cache, 0o755)
+	body += fmt.Sprintf("[[reclaim.cache]]\nname = \"pkgs\"\npath = %q\n", cache)
+	staleJobs(t, site, 3, 1024) // 13 h old
+	td := startDaemon(t, body, func(o *Options) { o.Config.Reclaim.MinAge = 0 })
+	ctx := context.Background()
+
+	for i := 1; i <= 6; i++ { // a fast fill
+		testenv.Fill(filepath.Join(mnt, "userdata"), int64(i)<<21)
+		time.Sleep(120 * time.Millisecond)
+	}
+	st, _ := td.client.Status(ctx)
+	if c := condition(st, api.CondDiskFillingUp, mnt); c.Status || c.Reason != "PredictionDisabled" {
+		t.Errorf("warn_time_to_full 0s: DiskFillingUp %v (%s): %s", c.Status, c.Reason, c.Message)
+	}
+	os.Remove(filepath.Join(mnt, "userdata"))
+
+	status, r, p := launch(t, td, `{}`)
+	if status != 200 || r.Pruned != 0 {
+		t.Fatalf("max_age 0s: launch %d pruned %d: %s%s", status, r.Pruned, r.Detail, p.Detail)
+	}
+	if left, _ := os.ReadDir(site); len(left) != 21 {
+		t.Errorf("max_age 0s: %d of 21 entries left", len(left))
+	}
+
+	for i := 0; i < 4; i++ { // fresh entries: kept by the 2m default, fair game at "0s"
+		testenv.Fill(filepath.Join(cache, fmt.Sprintf("fresh%d", i)), 1<<20)
+	}
+	fillToFull(t, mnt)
+	status, r, p = launch(t, td, `{"need_bytes":"2MiB"}`)
+	if status != 200 {
+		t.Fatalf("min_age 0s: launch at 0 B free with 4 MiB of fresh cache: %d %s: %s", status, p.Code, p.Detail)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "userdata")); err != nil {
+		t.Error("user data was deleted")
+	}
+}
