@@ -125,8 +125,8 @@ func TestMoreZerosMeanWhatTheDocsSay(t *testing.T) {
 	body = strings.Replace(body, `max_age = "12h"`, `max_age = "0s"`, 1)
 	cache := filepath.Join(mnt, "cache")
 	os.Mkdir(cache, 0o755)
-	body += fmt.Sprintf("[[reclaim.cache]]\nname = \"pkgs\"\npath = %q\n", cache)
-	staleJobs(t, site, 3, 1024) // 13 h old
+	body += fmt.Sprintf("[[reclaim.cache]]\nname = \"pkgs\"\npath = %q\nladder = \"entries\"\n", cache) // rung 3 only: the one min_age guards
+	staleJobs(t, site, 3, 1024)                                                                         // 13 h old
 	td := startDaemon(t, body, func(o *Options) { o.Config.Reclaim.MinAge = 0 })
 	ctx := context.Background()
 
