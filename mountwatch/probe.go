@@ -72,17 +72,35 @@ func fail(op string, err error) probeResult {
 	return probeResult{Op: op, Errno: errnoName(err), Error: err.Error()}
 }
 
+// probe works beneath one fd of the mount root, opened by openat2 with RESOLVE_NO_SYMLINKS
+// (no symlink in any component, not only the last): the canary is created with O_EXCL
+// and unlinked by that fd, and only while the name is still the file it created, so a
+// parent swapped for a link or another directory while the probe runs cannot turn the
+// unlink into one somewhere else (issue 9). What it may remove is a file it made a moment
+// before under a random reserved name, with the mount owner's rights (the probe runs as
+// the owner: ownerCred).
 func probe(root string, canary bool) probeResult {
 	name := randomName()
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	rfd, err := openat2Retry(unix.AT_FDCWD, root, &how)
+	if errors.Is(err, unix.ELOOP) {
+		return fail("opendir", fmt.Errorf("open %s: a component is a symlink, which the probe does not follow: %w", root, err))
+	}
+	if err != nil {
+		return fail("opendir", fmt.Errorf("open %s: %w", root, err))
+	}
+	defer unix.Close(rfd)
 	// A random name forces a LOOKUP to the daemon; ENOENT is the healthy answer.
 	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(root, ".sandboxd-probe-"+name), &st); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fail("lookup", err)
+	if err := unix.Fstatat(rfd, ".sandboxd-probe-"+name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fail("lookup", fmt.Errorf("lstat %s/.sandboxd-probe-%s: %w", root, name, err))
 	}
-	d, err := os.Open(root)
+	dfd, err := unix.Openat(rfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fail("opendir", err)
+		return fail("opendir", fmt.Errorf("open %s: %w", root, err))
 	}
+	d := os.NewFile(uintptr(dfd), root)
 	_, err = d.Readdirnames(64)
 	d.Close()
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -91,15 +109,22 @@ func probe(root string, canary bool) probeResult {
 	if !canary {
 		return probeResult{OK: true}
 	}
-	p := filepath.Join(root, canaryPrefix+name)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	cname := canaryPrefix + name
+	p := filepath.Join(root, cname)
+	fd, err := unix.Openat(rfd, cname, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return fail("create", err)
+		return fail("create", &os.PathError{Op: "open", Path: p, Err: err})
 	}
+	f := os.NewFile(uintptr(fd), p)
 	_, werr := f.Write([]byte("sandboxd canary\n"))
 	serr := f.Sync()
+	var made unix.Stat_t
+	unix.Fstat(fd, &made)
 	cerr := f.Close()
-	uerr := os.Remove(p)
+	if beforeCanaryUnlink != nil {
+		beforeCanaryUnlink(root, cname)
+	}
+	uerr := unlinkIfSame(rfd, cname, &made)
 	switch {
 	case werr != nil:
 		return fail("write", werr)
@@ -108,9 +133,34 @@ func probe(root string, canary bool) probeResult {
 	case cerr != nil:
 		return fail("close", cerr)
 	case uerr != nil:
-		return fail("unlink", uerr)
+		return fail("unlink", &os.PathError{Op: "unlink", Path: p, Err: uerr})
 	}
 	return probeResult{OK: true}
+}
+
+// beforeCanaryUnlink, when set (tests only), runs between the canary's close and its
+// unlink, so a test can swap the mount's parent at the worst moment.
+var beforeCanaryUnlink func(root, name string)
+
+// unlinkIfSame unlinks name beneath dirfd when it is still the file made (same inode).
+func unlinkIfSame(dirfd int, name string, made *unix.Stat_t) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Dev != made.Dev || st.Ino != made.Ino {
+		return fmt.Errorf("the canary was replaced by another file, left alone: %w", unix.EEXIST)
+	}
+	return unix.Unlinkat(dirfd, name, 0)
+}
+
+func openat2Retry(dirfd int, path string, how *unix.OpenHow) (int, error) {
+	for {
+		fd, err := unix.Openat2(dirfd, path, how)
+		if err != unix.EINTR && err != unix.EAGAIN {
+			return fd, err
+		}
+	}
 }
 
 // fsyncRoot flushes what the daemon buffers before it is stopped (geesefs uploads on fsync).
