@@ -124,7 +124,7 @@ func (r *releaser) removeLinks() {
 		case r.w.opts.Observe:
 			r.step("links", "observed", "would remove "+l.Path)
 		case state == LinkOK:
-			if err := os.Remove(l.Path); err != nil {
+			if err := removeOwnLink(l); err != nil {
 				r.step("links", "failed", fmt.Sprintf("remove %s: %v", l.Path, err))
 			} else {
 				r.step("links", "done", "removed "+l.Path+" -> "+l.Target)
