@@ -123,7 +123,9 @@ func TestCodes(t *testing.T) {
 func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{``, `{}`, `null`, `{"site":"a","need_bytes":"1GiB","need_inodes":3,"mounts":["m"],"deadline":"2s"}`,
 		`{"need_bytes":1e400}`, `{"deadline":-5}`, `{"dry_run":true,"target_free":"2GiB","release_reserve":true}`,
-		`{"a":{"b":[1,2,{"c":null}]}}`, "{\"site\":\"\\u0000\\ud800\"}", `{"need_bytes":"9223372036854775807"}`} {
+		`{"a":{"b":[1,2,{"c":null}]}}`, "{\"site\":\"\\u0000\\ud800\"}", `{"need_bytes":"9223372036854775807"}`,
+		`{"id":"a1b2","pid":4242,"ttl":"3m","max_lifetime":"15m","grace":"10s","site":"aura-bg","labels":{"turn":"17"}}`,
+		`{"pid":-1,"ttl":"-1s"}`, `{"extend":"2m"}`, `{"labels":{"a":1}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -140,6 +142,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		DecodeRequest(bytes.NewReader(body), &r)
 		var rs ResumeRequest
 		DecodeRequest(bytes.NewReader(body), &rs)
+		var j JobRequest
+		if _, err := DecodeRequest(bytes.NewReader(body), &j); err == nil {
+			for _, d := range []*Duration{j.TTL, j.MaxLifetime, j.Grace} {
+				if d != nil && *d < 0 {
+					t.Fatalf("negative duration accepted in a job request from %q", body)
+				}
+			}
+		}
+		var hb HeartbeatRequest
+		if _, err := DecodeRequest(bytes.NewReader(body), &hb); err == nil && hb.Extend != nil && *hb.Extend < 0 {
+			t.Fatalf("negative extend accepted from %q", body)
+		}
 	})
 }
 
