@@ -89,9 +89,12 @@ func (w *Watcher) Timings() Timings {
 // prediction (CONTRACT §6, "Do no harm").
 func (w *Watcher) OwnWrite(path string, bytes int64) {
 	mp := w.mounts.lexicalMount(cleanPath(path))
-	var on []*fsState // fss and their paths never change after New
-	for _, fs := range w.fss {
-		if w.mounts.lexicalMount(fs.cfg.Path) == mp {
+	w.mu.Lock()
+	fss := w.fss // Reconfigure replaces the list (and keeps a kept path's growth)
+	w.mu.Unlock()
+	var on []*fsState
+	for _, fs := range fss {
+		if w.mounts.lexicalMount(fs.cfg.Path) == mp { // mountinfo may be re-read: not under w.mu
 			on = append(on, fs)
 		}
 	}
