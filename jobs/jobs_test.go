@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +95,27 @@ echo $$ >> `+pids+`; wait`)
 	} else if p := err.(*api.Problem); p.Code != api.CodeNotFound {
 		t.Errorf("heartbeat of an ended job: %v, want not_found", err)
 	}
+}
+
+// Leases run on CLOCK_BOOTTIME: a wall clock that jumps a day ahead (a paused VM that
+// resumed and synced its clock) ends no job, and the lease still lapses on time.
+func TestWallClockJumpEndsNothing(t *testing.T) {
+	var jump atomic.Int64
+	f := newFixture(t, func(o *Options) {
+		o.Grace = 100 * time.Millisecond
+		o.Now = func() time.Time { return time.Now().Add(time.Duration(jump.Load())) }
+	})
+	p := spawn(t, `exec sleep 600`)
+	if _, err := f.m.Register(api.JobRequest{ID: "vm", PID: p.Process.Pid, TTL: dur(1500 * time.Millisecond)}, Caller{}); err != nil {
+		t.Fatal(err)
+	}
+	jump.Store(int64(24 * time.Hour))
+	time.Sleep(700 * time.Millisecond)
+	if v, _ := f.m.Get("vm"); v.State != api.JobRunning {
+		t.Fatalf("a wall-clock jump ended the job: %+v", v)
+	}
+	if v, _ := f.m.Get("vm"); v.LeaseExpiresAt.Before(time.Now().Add(23 * time.Hour)) {
+		t.Errorf("lease_expires_at %s is not shown on the jumped wall clock", v.LeaseExpiresAt)
+	}
+	waitFor(t, 10*time.Second, "the lease to lapse on boot time", func() bool { v, _ := f.m.Get("vm"); return v.State == api.JobKilled })
 }

@@ -230,3 +230,44 @@ func TestJobsLeaksExitCodes(t *testing.T) {
 		t.Errorf("daemon down: exit %d, want 69; %s", r.code, r.stderr)
 	}
 }
+
+// sandboxd run's exit status is CMD's; a refusal of the launch check or of the
+// registration exits with §3's status and its detail on stderr.
+func TestRunExitStatus(t *testing.T) {
+	root := cgroupRoot(t)
+	mnt := testenv.Tmpfs(t, 16<<20, 0)
+	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
+	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
+		filepath.Join(mnt, "site"), mnt, root)
+	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	if r := sandboxd(t, env, "run", "--id", "seven", "--", "sh", "-c", "exit 7"); r.code != 7 || !strings.Contains(r.stderr, "job seven") {
+		t.Errorf("run -- sh -c 'exit 7': exit %d, stderr %q", r.code, r.stderr)
+	}
+	waitUntil(t, 5*time.Second, "the exited job to be seen", func() bool { return jobState(t, sock, "seven").State == api.JobEnded })
+	if r := sandboxd(t, env, "run", "--site", "nope", "--", "true"); r.code != 78 || !strings.Contains(r.stderr, "nope") {
+		t.Errorf("unknown site: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := sandboxd(t, env, "run", "--need-bytes", "1GiB", "--", "true"); r.code != 73 && r.code != 10 {
+		t.Errorf("a need above the disk: exit %d, stderr %q", r.code, r.stderr)
+	}
+	busy := exec.Command(binary, "run", "--id", "dup", "--", "sleep", "600")
+	busy.Env = append(os.Environ(), env...)
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	waitUntil(t, 10*time.Second, "dup to run", func() bool { return jobState(t, sock, "dup").State == api.JobRunning })
+	if r := sandboxd(t, env, "run", "--id", "dup", "--", "true"); r.code != 65 || !strings.Contains(r.stderr, "conflict") {
+		t.Errorf("an id in use: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := sandboxd(t, env, "run", "--ttl", "0s", "--", "true"); r.code != 64 {
+		t.Errorf("--ttl 0s: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := sandboxd(t, env, "jobs", "end", "dup"); r.code != 0 || !strings.Contains(r.stdout, "killed") {
+		t.Errorf("jobs end dup: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, env, "jobs", "heartbeat", "dup"); r.code != 78 {
+		t.Errorf("heartbeat of an ended job: exit %d, want 78 (not_found)", r.code)
+	}
+}

@@ -111,6 +111,10 @@ func TestRejections(t *testing.T) {
 		{"table where a list belongs", "[site]\nname = \"s\"\n", "site", "[site]", []string{"[[site]]"}},
 		{"value where a table belongs", "log = \"debug\"\n", "log", "log", []string{"table"}},
 		{"socket path too long", "[server]\nsocket = \"/" + strings.Repeat("s", 120) + "\"\n", "server.socket", "socket", []string{"107"}},
+		{"jobs ttl zero", "[jobs]\ndefault_ttl = \"0s\"\n", "jobs.default_ttl", "default_ttl", []string{"0s"}},
+		{"jobs ttl above the cap", "[jobs]\ndefault_ttl = \"2h\"\nmax_lifetime = \"1h\"\n", "jobs.default_ttl", "default_ttl", []string{"2h0m0s", "max_lifetime"}},
+		{"jobs relative root", "[jobs]\ncgroup_root = \"sys/fs/cgroup\"\n", "jobs.cgroup_root", "cgroup_root", []string{"sys/fs/cgroup"}},
+		{"jobs negative grace", "[jobs]\ngrace = \"-1s\"\n", "jobs.grace", "grace", []string{"-1s"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
