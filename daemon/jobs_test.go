@@ -213,3 +213,44 @@ func TestJobsUnavailable(t *testing.T) {
 		t.Errorf("status: jobs %+v, features %v", st.Jobs, st.Features)
 	}
 }
+
+// A reload (SIGHUP) changes the [jobs] limits in place: running jobs keep their cgroups
+// and leases, new registrations get the new defaults; a new cgroup_root waits for a restart.
+func TestJobsReloadInPlace(t *testing.T) {
+	root := jobsRoot(t)
+	dir := t.TempDir()
+	body := noSites(dir) + fmt.Sprintf("[jobs]\ncgroup_root = %q\ndefault_ttl = \"1h\"\n", root)
+	td := startDaemon(t, body)
+	ctx := context.Background()
+	before, err := td.client.RegisterJob(ctx, api.JobRequest{ID: "before", PID: jobSleeper(t).Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(td.d.opts.ConfigPath)
+	next := strings.Replace(string(text), `default_ttl = "1h"`, "default_ttl = \"90s\"\nkeep_ended = \"5m\"", 1)
+	next = strings.Replace(next, "cgroup_root = "+strconv.Quote(root), "cgroup_root = "+strconv.Quote(root+"-other"), 1)
+	os.WriteFile(td.d.opts.ConfigPath, []byte(next), 0o644)
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := td.client.RegisterJob(ctx, api.JobRequest{ID: "after", PID: jobSleeper(t).Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.TTLSeconds != 90 || after.Cgroup != filepath.Join(root, "jobs", "after") {
+		t.Errorf("after the reload: ttl %vs, cgroup %s; want 90s under the running root", after.TTLSeconds, after.Cgroup)
+	}
+	if j, err := td.client.Job(ctx, "before"); err != nil || j.State != api.JobRunning || !j.LeaseExpiresAt.Equal(before.LeaseExpiresAt) && j.LeaseExpiresAt.Sub(before.LeaseExpiresAt).Abs() > time.Second {
+		t.Errorf("the running job changed with the reload: %+v (was %+v), %v", j, before, err)
+	}
+	evs, _, _, _ := td.d.events.Since(0)
+	found := false
+	for _, e := range evs {
+		if e.Kind == api.EventConfig && strings.Contains(e.Message, "jobs.cgroup_root takes effect at the next restart") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no config event says the new cgroup_root waits for a restart")
+	}
+}
