@@ -288,8 +288,14 @@ func waitEvents(ctx context.Context, dir string, cond func(populated, frozen boo
 }
 
 // removeTree removes dir and the cgroups below it, children first. A cgroup that still
-// has processes answers EBUSY.
+// has processes answers EBUSY. By path: only empty cgroups, below a root walked safely at
+// start, where nothing can be renamed or linked (safepath.go).
 func removeTree(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type != cgroup2Magic {
+		// A path from the state file or a changed config that is no cgroup: not ours.
+		return fmt.Errorf("rmdir %s: not a cgroup2 directory (statfs type %#x): left alone", dir, st.Type)
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

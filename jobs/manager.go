@@ -197,6 +197,9 @@ func (m *Manager) findRoot() string {
 	if err := writableAncestor(m.root); err != nil {
 		return err.Error()
 	}
+	if err := checkRootPath(m.root); err != nil {
+		return err.Error()
+	}
 	return ""
 }
 

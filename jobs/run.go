@@ -161,7 +161,7 @@ func (m *Manager) removeStrayCgroups() {
 		held := known && (j.live() || j.State == api.JobLeaked)
 		m.mu.Unlock()
 		if !held {
-			unix.Rmdir(filepath.Join(m.root, "jobs", e.Name())) // EBUSY when populated: a leak
+			unix.Rmdir(filepath.Join(m.root, "jobs", e.Name())) // EBUSY when populated: a leak; by path: safepath.go
 		}
 	}
 }
@@ -255,6 +255,7 @@ func (m *Manager) removeIdleRoot() {
 	if m.root == "" || m.unavailable != "" {
 		return
 	}
+	// By path: cgroup rmdirs below a root walked safely at start (safepath.go).
 	unix.Rmdir(filepath.Join(m.root, "jobs")) // EBUSY or ENOTEMPTY while a stray cgroup is left: kept
 	if !m.delegated {
 		unix.Rmdir(m.root)
