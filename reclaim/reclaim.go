@@ -47,15 +47,8 @@ func (r *Reclaimer) Reclaim(ctx context.Context, req Request) (api.ReclaimRun, e
 // never answered from the past.
 func (r *Reclaimer) Resume(ctx context.Context) (api.ReclaimRun, error) {
 	req := Request{Trigger: TriggerResume}
-	m, err := r.measureAll(ctx, req)
-	if err != nil {
-		return api.ReclaimRun{}, err
-	}
-	if len(m.work) == 0 {
-		return r.conclude(ctx, req, m), nil
-	}
-	if c := r.cachedResume(m.all); c != nil {
-		return *c, nil
+	if run, done, err := r.resumeUnlocked(ctx, req); done {
+		return run, err
 	}
 	select {
 	case r.lock <- struct{}{}:
@@ -63,13 +56,34 @@ func (r *Reclaimer) Resume(ctx context.Context) (api.ReclaimRun, error) {
 		return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
 	}
 	defer func() { <-r.lock }()
-	if m, err = r.measureAll(ctx, req); err != nil { // a resume may have finished while we waited
+	m, err := r.measureAll(ctx, req) // a resume may have finished while we waited
+	if err != nil {
 		return api.ReclaimRun{}, err
 	}
 	if c := r.cachedResume(m.all); len(m.work) > 0 && c != nil {
 		return *c, nil
 	}
 	return r.conclude(ctx, req, m), nil
+}
+
+// resumeUnlocked answers a resume without the reclaim lock when it can: healthy (nothing
+// to delete, so nothing to serialise) or a cached result that still agrees. It holds the
+// settings for reading, as every reader outside lock and loop does (Reconfigure); done is
+// false when the ladder must run.
+func (r *Reclaimer) resumeUnlocked(ctx context.Context, req Request) (run api.ReclaimRun, done bool, err error) {
+	r.settings.RLock()
+	defer r.settings.RUnlock()
+	m, err := r.measureAll(ctx, req)
+	if err != nil {
+		return api.ReclaimRun{}, true, err
+	}
+	if len(m.work) == 0 {
+		return r.conclude(ctx, req, m), true, nil
+	}
+	if c := r.cachedResume(m.all); c != nil {
+		return *c, true, nil
+	}
+	return api.ReclaimRun{}, false, nil
 }
 
 // cachedResume is the last resume's result when it completed within resumeCacheFor and
