@@ -83,7 +83,7 @@ func abortConn(minor uint32) error {
 			return err
 		}
 		if err := unix.Mount("fusectl", tmp, "fusectl", 0, ""); err != nil {
-			os.Remove(tmp)
+			os.Remove(tmp) // test support, never linked into sandboxd: the MkdirTemp above
 			return fmt.Errorf("mount fusectl: %w", err)
 		}
 		defer func() {

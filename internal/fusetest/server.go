@@ -185,6 +185,7 @@ func (s *Server) Cleanup() error {
 		err = fmt.Errorf("mounts or servers left at %s", s.Dir)
 		time.Sleep(200 * time.Millisecond)
 	}
+	// By path: test support, never linked into sandboxd; s.state is the MkdirTemp of New.
 	os.RemoveAll(s.state)
 	return err
 }

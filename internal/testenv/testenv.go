@@ -79,7 +79,7 @@ func Tmpfs(t testing.TB, size int64, inodes int) string {
 		opts = append(opts, fmt.Sprintf("nr_inodes=%d", inodes))
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, strings.Join(opts, ",")); err != nil {
-		os.Remove(dir)
+		os.Remove(dir) // tests only (never linked into sandboxd): the MkdirTemp above
 		t.Fatalf("mount tmpfs on %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
