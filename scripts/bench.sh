@@ -297,7 +297,7 @@ if [ "${BENCH_MOUNTS:-1}" = 1 ]; then
 	log "6. FUSE mounts (issue 5): denial window, refresh, /livez and recovery while hung, CPU of probes (docs/benchmarks-mounts.md)"
 	SANDBOXD_BENCH_CPU_SECONDS=${BENCH_MOUNT_CPU:-30} "$GO" test -run '^$' -bench 'Mount' -benchtime=1x -timeout 30m \
 		./daemon 2>&1 | tee "$OUT/mount-bench.txt"
-	log "7. runtime mounts (issue 12): registration to first healthy probe, credential-expiry denial, CPU of 50 registered mounts"
+	log "6b. runtime mounts (issue 12): registration to first healthy probe, credential-expiry denial, CPU of 50 registered mounts"
 	SANDBOXD_BENCH_CPU_SECONDS=${BENCH_MOUNT_CPU:-30} "$GO" test -run '^$' -bench 'Registered' -benchtime=1x -timeout 30m \
 		./daemon 2>&1 | tee "$OUT/runtime-mount-bench.txt"
 fi
