@@ -153,6 +153,12 @@ func (s *Store) write(name string, b []byte) error {
 		return fmt.Errorf("write state %s: %w", path, err)
 	}
 	defer r.Close()
+	s.mu.Lock()
+	onWrite := s.onWrite
+	s.mu.Unlock()
+	if onWrite != nil {
+		onWrite(path, int64(len(b)+4095)/4096*4096)
+	}
 	tmp := fmt.Sprintf(".tmp-%s-%d-%d", name, os.Getpid(), tmpSeq.Add(1))
 	f, err := r.CreateFile(tmp, 0o600)
 	if err != nil {
