@@ -51,10 +51,16 @@ func (m *Manager) startEndLocked(j *job, reason string) {
 		return
 	}
 	j.endOnce = true
-	m.wg.Add(1)
+	wg, ctx := m.wg, m.runCtx // under mu, which Run sets them under
+	wg.Add(1)
+	reason = j.Reason
 	go func() {
-		defer m.wg.Done()
-		m.runEnd(m.runCtx, j)
+		defer wg.Done()
+		// Said here, off the registry's lock: the event sink is the daemon's.
+		m.opts.Logger.Info("ending job", "job", j.ID, "reason", reason, "grace", j.Grace, "cgroup", j.Cgroup)
+		m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: "ending job: " + reason + " (SIGTERM, then SIGKILL after " + j.Grace.String() + ")",
+			Fields: map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup}})
+		m.runEnd(ctx, j)
 	}()
 }
 

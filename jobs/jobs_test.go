@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,8 +25,9 @@ func TestLeaseLapseEndsSetsidGrandchild(t *testing.T) {
 	// that runs setsid, whose grandchild outlives the child and leaves the session.
 	cmd := spawn(t, `while [ ! -e `+pids+`.go ]; do sleep 0.05; done
 ( setsid sh -c 'echo $$ >> `+pids+`; exec sleep 600' & ) ; echo $$ >> `+pids+`; exec sleep 600`)
+	var mu sync.Mutex
 	var ended []string
-	f.m.OnEnd(func(id, reason string) { ended = append(ended, id+":"+reason) })
+	f.m.OnEnd(func(id, reason string) { mu.Lock(); ended = append(ended, id+":"+reason); mu.Unlock() })
 	j, err := f.m.Register(api.JobRequest{ID: "lapse", PID: cmd.Process.Pid, TTL: dur(500 * time.Millisecond)}, Caller{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +58,8 @@ func TestLeaseLapseEndsSetsidGrandchild(t *testing.T) {
 	if _, err := os.Stat(j.Cgroup); !os.IsNotExist(err) {
 		t.Errorf("job cgroup %s still exists after the job ended: %v", j.Cgroup, err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(ended) != 1 || ended[0] != "lapse:lease_expired" {
 		t.Errorf("OnEnd calls = %v, want [lapse:lease_expired]", ended)
 	}

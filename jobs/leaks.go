@@ -144,7 +144,11 @@ func (m *Manager) clean(ctx context.Context, l *api.Leak) {
 	if err != nil {
 		l.Error = err.Error()
 	}
-	m.emit(api.Event{Kind: api.EventKill, Subject: l.Detail, Message: "leak check --clean: " + map[bool]string{true: "ended", false: "could not end"}[l.Cleaned],
+	subject := l.Job
+	if subject == "" {
+		subject = l.Cgroup
+	}
+	m.emit(api.Event{Kind: api.EventKill, Subject: subject, Message: "leak check --clean: " + map[bool]string{true: "ended", false: "could not end"}[l.Cleaned] + ": " + l.Detail,
 		Fields: map[string]any{"kind": l.Kind, "job": l.Job, "pid": l.PID, "cgroup": l.Cgroup, "error": l.Error}})
 }
 
@@ -160,15 +164,17 @@ func (m *Manager) killCgroup(ctx context.Context, dir string) error {
 	return nil
 }
 
-// adoptAndEnd registers an unleased process as a job with an already lapsed lease and
-// ends it: SIGTERM, grace, SIGKILL, wait for empty.
+// adoptAndEnd registers an unleased process as a job, moves its descendants in with it,
+// and ends it: SIGTERM, grace, SIGKILL, wait for empty.
 func (m *Manager) adoptAndEnd(ctx context.Context, l *api.Leak) error {
 	id := "leak-" + l.Job
 	if validID(id) != nil {
 		id = fmt.Sprintf("leak-%d", l.PID)
 	}
-	zero := api.Duration(time.Nanosecond)
-	j, err := m.Register(api.JobRequest{ID: id, PID: l.PID, TTL: &zero, Site: l.Site,
+	// A lease long enough that the dead-man switch does not start ending the process
+	// before its descendants are in the cgroup too; End follows at once.
+	hold := api.Duration(time.Hour)
+	j, err := m.Register(api.JobRequest{ID: id, PID: l.PID, TTL: &hold, Site: l.Site,
 		Labels: map[string]string{"adopted_by": "leak-check"}}, Caller{UID: 0})
 	if err != nil {
 		return err

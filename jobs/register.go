@@ -128,7 +128,8 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409.
 	j := &job{ID: req.ID, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
-		TTL: ttl, Grace: grace, done: make(chan struct{}), placing: true}
+		Cgroup: filepath.Join(m.root, "jobs", req.ID),
+		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true}
 	delete(m.jobs, req.ID)
 	m.jobs[req.ID] = j
 	m.mu.Unlock()
@@ -195,8 +196,7 @@ func (m *Manager) place(j *job, fd int) error {
 	if err := m.ensureRoot(); err != nil {
 		return api.NewProblem(api.CodeJobsUnavailable, "cgroup root %s: %v", m.root, err)
 	}
-	dir := filepath.Join(m.root, "jobs", j.ID)
-	j.Cgroup = dir
+	dir := j.Cgroup
 	if err := unix.Mkdir(dir, 0o755); err != nil {
 		if !errors.Is(err, unix.EEXIST) {
 			return api.NewProblem(api.CodeJobsUnavailable, "create cgroup %s: %v", dir, err)

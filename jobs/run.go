@@ -50,7 +50,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.mu.Lock()
 		m.watch = w
 		for _, j := range m.jobs {
-			if j.live() || j.State == api.JobLeaked {
+			if !j.placing && (j.live() || j.State == api.JobLeaked) {
 				j.wd = w.add(j)
 			}
 		}
