@@ -236,6 +236,7 @@ func (m *Manager) OnEnd(f func(id, reason string)) {
 func (m *Manager) Get(id string) (api.Job, bool) {
 	m.mu.Lock()
 	j, ok := m.jobs[id]
+	ok = ok && !j.placing
 	var out api.Job
 	if ok {
 		out = m.viewLocked(j)
@@ -252,7 +253,9 @@ func (m *Manager) List() []api.Job {
 	m.mu.Lock()
 	out := make([]api.Job, 0, len(m.jobs))
 	for _, j := range m.jobs {
-		out = append(out, m.viewLocked(j))
+		if !j.placing {
+			out = append(out, m.viewLocked(j))
+		}
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(a, b int) bool {

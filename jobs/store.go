@@ -65,6 +65,9 @@ func (m *Manager) save() {
 	m.mu.Lock()
 	doc := stateDoc{BootID: m.boot, Jobs: make([]*job, 0, len(m.jobs))}
 	for _, j := range m.jobs {
+		if j.placing {
+			continue // not registered until its 201: a crash now leaves an unknown cgroup, a leak
+		}
 		c := *j
 		doc.Jobs = append(doc.Jobs, &c)
 	}
