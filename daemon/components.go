@@ -223,11 +223,19 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclai
 }
 
 // pruneSiteActions is rung 1 of the ladder: expired entries of every site, as actions.
+// A dry run plans from the index and deletes nothing.
 func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) []api.Action {
 	var out []api.Action
-	for _, r := range sites.PruneAll(ctx) {
+	results := sites.PlanAll
+	if !dry {
+		results = func() []retention.PruneResult { return sites.PruneAll(ctx) }
+	}
+	for _, r := range results() {
 		st := api.ActionDone
-		if r.Observed {
+		switch {
+		case dry:
+			st = api.ActionPlanned
+		case r.Observed:
 			st = api.ActionObserved
 		}
 		a := api.Action{Source: "site:" + r.Site, Kind: api.ActionPruneSite, FreedBytes: r.Bytes, FreedFiles: r.Files, Status: st}
