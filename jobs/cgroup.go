@@ -310,7 +310,7 @@ func removeTree(dir string) error {
 			}
 		}
 	}
-	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) { // by path: see above
 		return fmt.Errorf("rmdir %s: %w", dir, err)
 	}
 	return nil

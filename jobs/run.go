@@ -258,6 +258,6 @@ func (m *Manager) removeIdleRoot() {
 	// By path: cgroup rmdirs below a root walked safely at start (safepath.go).
 	unix.Rmdir(filepath.Join(m.root, "jobs")) // EBUSY or ENOTEMPTY while a stray cgroup is left: kept
 	if !m.delegated {
-		unix.Rmdir(m.root)
+		unix.Rmdir(m.root) // by path, as above
 	}
 }

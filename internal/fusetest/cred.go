@@ -15,7 +15,7 @@ func WriteCred(path string, exp time.Time) error {
 	if err := os.WriteFile(tmp, []byte(b), 0o644); err != nil {
 		return fmt.Errorf("write credential %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil { // test support, never linked into sandboxd
+	if err := os.Rename(tmp, path); err != nil { // by path: test support, never linked into sandboxd
 		return fmt.Errorf("write credential %s: %w", path, err)
 	}
 	return nil

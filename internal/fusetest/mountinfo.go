@@ -83,12 +83,12 @@ func abortConn(minor uint32) error {
 			return err
 		}
 		if err := unix.Mount("fusectl", tmp, "fusectl", 0, ""); err != nil {
-			os.Remove(tmp) // test support, never linked into sandboxd: the MkdirTemp above
+			os.Remove(tmp) // by path: test support, never linked into sandboxd; the MkdirTemp above
 			return fmt.Errorf("mount fusectl: %w", err)
 		}
 		defer func() {
 			unix.Unmount(tmp, unix.MNT_DETACH)
-			os.Remove(tmp)
+			os.Remove(tmp) // by path: as above
 		}()
 		dir = tmp
 	}

@@ -79,14 +79,14 @@ func Tmpfs(t testing.TB, size int64, inodes int) string {
 		opts = append(opts, fmt.Sprintf("nr_inodes=%d", inodes))
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, strings.Join(opts, ",")); err != nil {
-		os.Remove(dir) // tests only (never linked into sandboxd): the MkdirTemp above
+		os.Remove(dir) // by path: tests only, never linked into sandboxd; the MkdirTemp above
 		t.Fatalf("mount tmpfs on %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
 		if err := unix.Unmount(dir, 0); err != nil {
 			unix.Unmount(dir, unix.MNT_DETACH)
 		}
-		os.Remove(dir)
+		os.Remove(dir) // by path: as above
 	})
 	return dir
 }
