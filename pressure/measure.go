@@ -27,8 +27,12 @@ func (w *Watcher) Measure(ctx context.Context, path string) (api.Filesystem, err
 		select {
 		case <-c.done:
 		case <-ctx.Done():
+			// Stale says what the watcher knows (statfs unanswered for StatfsTimeout), not
+			// that this call's own deadline passed: a 1 ns deadline is no hung filesystem.
 			last, _ := w.lastFor(path)
-			last.Stale = true
+			if o, _ := p.outstanding(); o != nil && w.opts.Now().Sub(o.started) >= time.Duration(w.statfsTimeout.Load()) {
+				last.Stale = true
+			}
 			return last, fmt.Errorf("measure %s: statfs did not answer: %w", path, ctx.Err())
 		}
 		if !started && (c.path != path || c.seq <= entered) {

@@ -160,7 +160,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, mode pruneMode) (
 	drain := mode == pruneDrain
 	if !s.lockPrune(ctx, drain) {
 		res.Pending = s.pending()
-		res.Problem = "prune skipped: the deadline passed while a background drain batch held the site"
+		res.Problem = "prune skipped: the call's deadline passed while another prune (a background drain batch or another call) held the site"
 		return res, 0
 	}
 	defer func() { <-s.sem }()
@@ -233,6 +233,11 @@ func (s *site) lockPrune(ctx context.Context, drain bool) bool {
 	if !drain {
 		s.waiting.Add(1)
 		defer s.waiting.Add(-1)
+	}
+	select { // a free lock is taken even when ctx has ended: only waiting is bounded
+	case s.sem <- struct{}{}:
+		return true
+	default:
 	}
 	select {
 	case s.sem <- struct{}{}:
