@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -252,10 +253,16 @@ func spaceProblem(fs api.Filesystem, needBytes, needInodes uint64, notes []strin
 		code = api.CodeReplaceSandbox
 		what = append(what, replaceNote(fs))
 	} else if fs.AvailBytes < fs.ReclaimThresholdBytes {
-		what = append(what, fmt.Sprintf("below filesystem.reclaim_below %s", api.FormatSize(fs.ReclaimThresholdBytes)))
+		what = append(what, "below "+fs.ReclaimThresholdName())
 	}
 	parts := append([]string{fs.Fingerprint()}, notes...)
-	parts = append(parts, what...)
+	for _, w := range what {
+		// A note may already say it ("the call needs 1.0 TiB free, more than the
+		// filesystem's whole size ...": an impossible need): once is enough.
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, w) }) {
+			parts = append(parts, w)
+		}
+	}
 	p := api.NewProblem(code, "%s", strings.Join(parts, "; "))
 	return p
 }

@@ -24,7 +24,7 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 	p := f.cur // the projection of a simulated run, what is on disk otherwise
 	switch {
 	case f.blocked != "":
-		parts = append(parts, fmt.Sprintf("below filesystem.reclaim_below (%s) again but %s: replace the sandbox", api.FormatSize(m.ReclaimThresholdBytes), f.blocked))
+		parts = append(parts, fmt.Sprintf("below %s again but %s: replace the sandbox", m.ReclaimThresholdName(), f.blocked))
 	case f.preview:
 		parts = append(parts, fmt.Sprintf("%s: nothing needed; if it were, the above is what would go first", aboveThresholds(m)))
 	case f.simulate && f.satisfied():
@@ -63,9 +63,10 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 	return strings.Join(parts, "; ")
 }
 
-// aboveThresholds is "above filesystem.reclaim_below (1.5 GiB) and filesystem.reclaim_below_inodes (…)".
+// aboveThresholds is "above filesystem.reclaim_below 1.5 GiB and filesystem.reclaim_below_inodes (…)"
+// (or the adaptive threshold, named as such: api.Filesystem.ReclaimThresholdName).
 func aboveThresholds(m api.Filesystem) string {
-	s := "above filesystem.reclaim_below (" + api.FormatSize(m.ReclaimThresholdBytes) + ")"
+	s := "above " + m.ReclaimThresholdName()
 	if m.Files > 0 {
 		s += " and filesystem.reclaim_below_inodes (" + api.FormatCount(m.ReclaimThresholdFiles) + " inodes)"
 	}
@@ -82,7 +83,7 @@ func (f *fsRun) targetDesc() string {
 	case f.needBytes == f.targetBytes && f.needBytes > 0:
 		return t + " free, what the call needs"
 	}
-	return fmt.Sprintf("the target %s free (filesystem.reclaim_below %s plus reclaim.headroom)", t, api.FormatSize(f.cur.ReclaimThresholdBytes))
+	return fmt.Sprintf("the target %s free (%s plus reclaim.headroom)", t, f.cur.ReclaimThresholdName())
 }
 
 // describeFreed names what the run reclaimed, largest source first, and the total: for a
