@@ -228,6 +228,12 @@ func (r *Reclaimer) rungWhole(ctx context.Context, f *fsRun, lr *ladderRun) {
 		lr.walks++
 		u, err := o.root.Size(ctx, "", r.opts.SizeBudget)
 		_, needF := f.deficit()
+		if f.simulate {
+			var planned bool
+			if u, planned = f.leftAfterPlan(c, u); planned && u.Bytes == 0 && needF == 0 {
+				continue // rung 3's plan already empties it: nothing more to say
+			}
+		}
 		if err == nil && u.Files+u.Dirs == 0 {
 			continue // empty (rung 3 may have just emptied it): nothing to do, nothing to say
 		}

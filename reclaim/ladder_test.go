@@ -263,8 +263,11 @@ func TestDryRunPlanKeepsItsBudget(t *testing.T) {
 			est += a.FreedBytes
 		}
 	}
-	if est < 40*mib {
-		t.Errorf("the plan would free %d bytes, want the ~40 MiB deficit", est)
+	// The layout's caches hold 39.5 MiB in all (go-build 19.5, npm 10.2, pip 9.8), just
+	// short of the 40 MiB deficit: an uncut plan takes all of it, each cache once (it
+	// once reached 40 MiB only by counting rung 3's entries again in rung 4).
+	if est < 39*mib || est > 40*mib {
+		t.Errorf("the plan would free %d bytes, want every cache's 39.5 MiB, counted once", est)
 	}
 	sameTree(t, before, hashTree(t, e.root))
 }
