@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -229,10 +230,15 @@ func validate(opts Options) error {
 	return errors.Join(errs...)
 }
 
+// emit records an event; the event log writes its one log line (with seq, and the
+// component among the fields). Logging here as well wrote every reclaim event twice.
 func (r *Reclaimer) emit(kind, subject, msg string, fields map[string]any) {
-	r.opts.Logger.Info(msg, "kind", kind, "subject", subject)
 	if r.opts.Events == nil {
+		r.opts.Logger.Info(msg, "kind", kind, "subject", subject)
 		return
 	}
-	r.opts.Events(api.Event{Time: r.opts.Now(), Kind: kind, Subject: subject, Message: msg, Fields: fields})
+	f := make(map[string]any, len(fields)+1)
+	maps.Copy(f, fields)
+	f["component"] = "reclaim"
+	r.opts.Events(api.Event{Time: r.opts.Now(), Kind: kind, Subject: subject, Message: msg, Fields: f})
 }
