@@ -63,6 +63,9 @@ func startNsSystemd(t *testing.T, keep []string) *nsSystemd {
 		os.MkdirAll(filepath.Join(units, d), 0o755)
 		os.WriteFile(filepath.Join(units, d, "no-default-deps.conf"), []byte("[Unit]\nDefaultDependencies=no\n"), 0o644)
 	}
+	// The service's log, where the test can read it (the namespace keeps no journal).
+	os.WriteFile(filepath.Join(units, "sandboxd.service.d", "log.conf"),
+		[]byte("[Service]\nStandardOutput=append:/run/sandboxd-service.log\nStandardError=append:/run/sandboxd-service.log\n"), 0o644)
 	os.WriteFile(filepath.Join(units, nsTarget), []byte("[Unit]\nDescription=sandboxd test target\nDefaultDependencies=no\n"), 0o644)
 	for _, u := range masked {
 		if err := os.Symlink("/dev/null", filepath.Join(units, u)); err != nil {

@@ -25,7 +25,11 @@ func testConfig(watched, mnt string, remount []string) string {
 		q[i] = fmt.Sprintf("%q", a)
 	}
 	return fmt.Sprintf(`version = 1
-site = []
+[[site]]
+name = "launcher"
+path = %q
+max_age = "1h"
+min_age = "0s"
 [server]
 mode = "enforce"
 [metrics]
@@ -47,7 +51,7 @@ probe_timeout = "2s"
 canary = true
 remount_command = [%s]
 max_remounts_per_hour = 30
-`, watched, mnt, strings.Join(q, ", "))
+`, filepath.Join(watched, "site"), watched, mnt, strings.Join(q, ", "))
 }
 
 // TestPackageUnderSystemd installs the package under a real systemd (PID 1 of a
@@ -125,6 +129,14 @@ func TestPackageUnderSystemd(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(sd.run, "admin.toml"), []byte(testConfig(watched, mnt, remount)), 0o644)
 	sd.mustSh("cp /run/admin.toml /etc/sandboxd/sandboxd.toml && /usr/bin/sandboxd config check /etc/sandboxd/sandboxd.toml")
+	// An expired launcher file: its prune is a safefs deletion (openat2 walks) under the
+	// unit's seccomp filter.
+	site := filepath.Join(watched, "site")
+	os.Mkdir(site, 0o755)
+	expired := filepath.Join(site, "a1b2.out")
+	os.WriteFile(expired, []byte("old output\n"), 0o644)
+	old := time.Now().Add(-3 * time.Hour)
+	os.Chtimes(expired, old, old)
 	sd.mustSh("systemctl start sandboxd.socket sandboxd.service")
 
 	c := &client.Client{SocketPath: filepath.Join(sd.run, "sandboxd", "sandboxd.sock")}
@@ -140,12 +152,24 @@ func TestPackageUnderSystemd(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the service to probe the FUSE mount healthy", func() bool {
 		return mount().State == api.MountHealthy
 	})
+	testenv.Eventually(t, 30*time.Second, "the service to prune the expired launcher file", func() bool {
+		_, err := os.Lstat(expired)
+		return os.IsNotExist(err)
+	})
 	if s := sd.show("sandboxd.service", "StatusText"); s == "" {
 		t.Error("the service sent no STATUS=")
 	}
 	// The textfile, written by the service under UMask=0077, is readable by node_exporter.
-	if m := strings.TrimSpace(sd.mustSh("stat -c %a /var/lib/prometheus/node-exporter/sandboxd.prom")); m != "644" {
-		t.Errorf("textfile mode %s under the unit, want 644", m)
+	var mode string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, err := sd.sh("stat -c %a /var/lib/prometheus/node-exporter/sandboxd.prom")
+		if mode = strings.TrimSpace(out); err == nil {
+			break
+		}
+	}
+	if mode != "644" {
+		j, _ := os.ReadFile(filepath.Join(sd.run, "sandboxd-service.log"))
+		t.Errorf("textfile mode %q under the unit, want 644; the service's log:\n%s", mode, j)
 	}
 
 	// The FUSE server dies; the daemon's remount command, run as a child of the
