@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
@@ -36,16 +37,20 @@ func (d *Daemon) runTextfile(ctx context.Context) {
 			written = ""
 		}
 		if m.Textfile != "" {
-			err := writeTextfile(m.Textfile, d.metrics.reg)
+			ok, err := writeTextfile(m.Textfile, d.metrics.reg)
 			switch {
 			case err == nil && failing != nil:
 				d.logger.Info("metrics textfile written again", "path", m.Textfile)
 				failing = nil
 			case err != nil && (failing == nil || failing.Error() != err.Error()):
-				d.logger.Warn("metrics textfile not written; the last complete file stays", "path", m.Textfile, "err", err)
+				if ok {
+					d.logger.Warn("metrics textfile written without the series that failed", "path", m.Textfile, "err", err)
+				} else {
+					d.logger.Warn("metrics textfile not written; the last complete file stays", "path", m.Textfile, "err", err)
+				}
 				failing = err
 			}
-			if err == nil {
+			if ok {
 				written = m.Textfile
 			}
 		}
@@ -64,20 +69,34 @@ func (d *Daemon) runTextfile(ctx context.Context) {
 // so it never sees the half-written one), fsync, mode 0644 (node_exporter runs as its
 // own user), rename. On any error the temporary file is removed and path is untouched.
 // Every step works beneath the directory's fd as safefs walked it from "/" (issue 9):
-// a directory reached through a symlink, or through one another user could swap, is
-// refused with the reason, so the rename can never replace a file somewhere else.
-func writeTextfile(path string, g prometheus.Gatherer) (err error) {
-	mfs, err := g.Gather()
-	if err != nil {
-		return fmt.Errorf("gather: %w", err)
+// a directory reached through a symlink is refused with the reason, so the rename can
+// never replace a file somewhere else, nor through an ancestor anyone may write. An
+// ancestor owned by one other user is allowed (safefs.OpenParentToWrite says why):
+// Debian's textfile directory lives in /var/lib/prometheus, owned by the prometheus user. A collector that fails costs only
+// its own series, as on /metrics (ContinueOnError): ok reports whether the file was
+// replaced, err what went wrong either way.
+func writeTextfile(path string, g prometheus.Gatherer) (ok bool, err error) {
+	mfs, gatherErr := g.Gather()
+	if gatherErr != nil && len(mfs) == 0 {
+		return false, fmt.Errorf("gather: %w", gatherErr)
 	}
+	if err := replaceTextfile(path, mfs); err != nil {
+		return false, err
+	}
+	if gatherErr != nil {
+		return true, fmt.Errorf("gather: %w", gatherErr)
+	}
+	return true, nil
+}
+
+func replaceTextfile(path string, mfs []*dto.MetricFamily) (err error) {
 	var buf bytes.Buffer
 	for _, mf := range mfs {
 		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
 			return fmt.Errorf("encode %s: %w", mf.GetName(), err)
 		}
 	}
-	dir, base, err := safefs.OpenParent(path)
+	dir, base, err := safefs.OpenParentToWrite(path)
 	if err != nil {
 		return fmt.Errorf("textfile directory: %w", err)
 	}

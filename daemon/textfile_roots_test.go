@@ -61,7 +61,7 @@ func TestTextfileNeverThroughASymlinkedParent(t *testing.T) {
 	shared, victim, precious := sharedTmp(t)
 	asNobody(t, "ln", "-s", victim, filepath.Join(shared, "metrics"))
 	path := filepath.Join(shared, "metrics", "sandboxd.prom")
-	err := writeTextfile(path, prometheus.NewRegistry())
+	_, err := writeTextfile(path, prometheus.NewRegistry())
 	if !errors.Is(err, safefs.ErrUnsafeRoot) || !strings.Contains(err.Error(), "is a symlink") {
 		t.Errorf("write through a symlinked parent: %v, want a refusal naming the link", err)
 	}
@@ -83,7 +83,7 @@ func TestTextfileRefusesAWorldWritableNonStickyParent(t *testing.T) {
 	os.Mkdir(dir, 0o755)
 	path := filepath.Join(dir, "sandboxd.prom")
 	os.WriteFile(path, []byte("old\n"), 0o644)
-	err := writeTextfile(path, prometheus.NewRegistry())
+	_, err := writeTextfile(path, prometheus.NewRegistry())
 	if !errors.Is(err, safefs.ErrUnsafeRoot) || !strings.Contains(err.Error(), "world-writable") {
 		t.Errorf("write below a world-writable non-sticky dir: %v, want a refusal saying so", err)
 	}
@@ -102,12 +102,12 @@ func TestTextfileSwappedParent(t *testing.T) {
 	dir := filepath.Join(shared, "metrics")
 	asNobody(t, "mkdir", dir)
 	path := filepath.Join(dir, "sandboxd.prom")
-	if err := writeTextfile(path, prometheus.NewRegistry()); err != nil {
+	if _, err := writeTextfile(path, prometheus.NewRegistry()); err != nil {
 		t.Fatalf("write in a directory the attacker owns (its owner's business): %v", err)
 	}
 	asNobody(t, "mv", dir, filepath.Join(shared, "moved"))
 	asNobody(t, "ln", "-s", victim, dir)
-	if err := writeTextfile(path, prometheus.NewRegistry()); !errors.Is(err, safefs.ErrUnsafeRoot) {
+	if _, err := writeTextfile(path, prometheus.NewRegistry()); !errors.Is(err, safefs.ErrUnsafeRoot) {
 		t.Errorf("write after the swap: %v, want a refusal", err)
 	}
 	if err := removeTextfile(path); !errors.Is(err, safefs.ErrUnsafeRoot) {
@@ -121,7 +121,7 @@ func TestTextfileSwappedParent(t *testing.T) {
 	asNobody(t, "rm", dir)
 	asNobody(t, "mv", filepath.Join(shared, "moved"), dir)
 	asNobody(t, "ln", "-sf", precious, path)
-	if err := writeTextfile(path, prometheus.NewRegistry()); err != nil {
+	if _, err := writeTextfile(path, prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
@@ -132,4 +132,54 @@ func TestTextfileSwappedParent(t *testing.T) {
 		t.Errorf("removing a planted link: %v, want it left alone (not a regular file)", err)
 	}
 	unchanged(t, precious, "root's own file\n")
+}
+
+// Debian's layout: prometheus-node-exporter's textfile directory /var/lib/prometheus/
+// node-exporter is root's, inside /var/lib/prometheus, owned by the prometheus user. The
+// write goes there (one other user's ancestor only lets that user redirect it into their
+// own tree); the removal of an old path, a deletion, keeps the strict rule and is refused.
+func TestTextfileInDebiansLayout(t *testing.T) {
+	T := testenv.Tmpfs(t, 4<<20, 0)
+	owned := filepath.Join(T, "prometheus")
+	os.Mkdir(owned, 0o755)
+	os.Chown(owned, 65534, 65534)
+	dir := filepath.Join(owned, "node-exporter")
+	os.Mkdir(dir, 0o755)
+	path := filepath.Join(dir, "sandboxd.prom")
+	if ok, err := writeTextfile(path, prometheus.NewRegistry()); !ok || err != nil {
+		t.Fatalf("write in Debian's textfile directory: %v %v", ok, err)
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Errorf("textfile: %v %v", fi, err)
+	}
+	if err := removeTextfile(path); !errors.Is(err, safefs.ErrUnsafeRoot) {
+		t.Errorf("removal below another user's directory: %v, want the strict rule's refusal", err)
+	}
+}
+
+// failingCollector stands for a collector whose source is gone (an error metric).
+type failingCollector struct{}
+
+var descFailing = prometheus.NewDesc("sandboxd_test_failing", "fails", nil, nil)
+
+func (failingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descFailing }
+func (failingCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.NewInvalidMetric(descFailing, errors.New("source unreadable"))
+}
+
+// One collector's failure costs only its own series, as on /metrics: the file is still
+// written, and the error is reported.
+func TestTextfileKeepsTheSeriesThatGathered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sandboxd_test_ok", Help: "ok"})
+	g.Set(1)
+	reg.MustRegister(g, failingCollector{})
+	path := filepath.Join(t.TempDir(), "sandboxd.prom")
+	ok, err := writeTextfile(path, reg)
+	if !ok || err == nil || !strings.Contains(err.Error(), "source unreadable") {
+		t.Fatalf("writeTextfile = %v, %v; want written, with the collector's error", ok, err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "sandboxd_test_ok 1") {
+		t.Errorf("textfile lacks the series that gathered:\n%s", b)
+	}
 }

@@ -126,3 +126,49 @@ func (r *Root) Sync() error {
 	}
 	return unix.Fsync(r.fd)
 }
+
+// OpenParentToWrite opens the directory holding the file at path like OpenParent, by the
+// same walk (no symlink in any component, each component the child of the very directory
+// examined before it) and refusing ancestors that anyone or a group may write (without
+// the sticky bit), but allowing an ancestor owned by one other user. It is for a file
+// sandboxd only creates (O_EXCL|O_NOFOLLOW) and renames over beneath the returned fd:
+// the node_exporter textfile, whose directory Debian keeps in /var/lib/prometheus, owned
+// by the prometheus user. That one user can at most redirect such a write into a
+// directory of their own tree (they cannot move in a directory whose parent they cannot
+// write), which they could fill themselves; a world-writable ancestor would let anyone
+// move any directory under it into place. Deletions by name keep OpenParent's rule.
+func OpenParentToWrite(path string) (*Root, string, error) {
+	if !filepath.IsAbs(path) || strings.IndexByte(path, 0) >= 0 {
+		return nil, "", fmt.Errorf("open parent of %q: path is not absolute", path)
+	}
+	path = filepath.Clean(path)
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	if base == "/" || base == "." {
+		return nil, "", fmt.Errorf("open parent of %s: not a file path", path)
+	}
+	fd, hops, err := walkRoot(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, h := range hops[:len(hops)-1] {
+		st := &h.st
+		sticky := st.Mode&unix.S_ISVTX != 0
+		var reason string
+		switch {
+		case st.Mode&0o002 != 0 && !sticky:
+			reason = fmt.Sprintf("is world-writable (mode %04o) without the sticky bit: any user could replace what lies beneath it", st.Mode&0o7777)
+		case st.Mode&0o020 != 0 && !sticky && st.Gid != 0:
+			reason = fmt.Sprintf("is writable by group %d (mode %04o) without the sticky bit: its members could replace what lies beneath it", st.Gid, st.Mode&0o7777)
+		}
+		if reason != "" {
+			unix.Close(fd)
+			return nil, "", fmt.Errorf("open root %s: %w", dir, &UnsafeRootError{Path: dir, Component: h.path, Reason: "(an ancestor) " + reason})
+		}
+	}
+	st := &hops[len(hops)-1].st
+	chain := make([]ID, len(hops))
+	for i := range hops {
+		chain[i] = idOf(&hops[i].st)
+	}
+	return &Root{fd: fd, path: dir, dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid, gid: st.Gid, chain: chain}, base, nil
+}
