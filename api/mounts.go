@@ -53,6 +53,15 @@ type MountRegistration struct {
 	Unmount *bool `json:"unmount,omitempty"`
 }
 
+// Registrant is the peer that registered a mount (SO_PEERCRED and SO_PEERGROUPS of its
+// connection). Unless it is uid 0, the mount's remount and refresh commands and its probes
+// run as this uid with these groups, and its links are made and removed with its rights.
+type Registrant struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups"`
+}
+
 // CredentialPush is the body of PUT /v1/mounts/{name}/credentials.
 type CredentialPush struct {
 	ExpiresAt *time.Time `json:"expires_at"`

@@ -82,6 +82,9 @@ type Mount struct {
 	// one of the config file; Job is the job it is tied to (v1.1).
 	Registered bool   `json:"registered"`
 	Job        string `json:"job,omitempty"`
+	// RegisteredBy is the peer that registered it, whose rights its commands, probes and
+	// links act with (api/mounts.go).
+	RegisteredBy *Registrant `json:"registered_by,omitempty"`
 }
 
 // Condition types (CONTRACT §4).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -27,6 +28,8 @@ const mountsStateDoc = "mounts.json"
 type savedMount struct {
 	Registration api.MountRegistration `json:"registration"`
 	RegisteredAt time.Time             `json:"registered_at"`
+	// RegisteredBy is the peer whose rights the mount acts with (mountwatch/registrant.go).
+	RegisteredBy *api.Registrant `json:"registered_by,omitempty"`
 }
 
 func (d *Daemon) handleMountsList(w http.ResponseWriter, r *http.Request) error {
@@ -52,7 +55,8 @@ func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m, err := d.RegisterMount(req, time.Time{})
+	p := peerFrom(r.Context())
+	m, err := d.RegisterMount(req, &mountwatch.Registrant{UID: p.UID, GID: p.GID, Groups: p.Groups}, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -64,15 +68,16 @@ func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// RegisterMount validates and registers a mount (POST /v1/mounts). registeredAt is zero
-// for a new registration, and the original time for one restored from the state file.
-func (d *Daemon) RegisterMount(req api.MountRegistration, registeredAt time.Time) (api.Mount, error) {
+// RegisterMount validates and registers a mount (POST /v1/mounts) for the peer by, whose
+// rights the mount then acts with. registeredAt is zero for a new registration, and the
+// original time for one restored from the state file.
+func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registrant, registeredAt time.Time) (api.Mount, error) {
 	cfg := d.config()
 	mc, reg, err := mountFromRequest(req, cfg)
 	if err != nil {
 		return api.Mount{}, err
 	}
-	reg.RegisteredAt = registeredAt
+	reg.RegisteredAt, reg.By = registeredAt, by
 	if reg.Job != "" && d.mountJobs == nil {
 		// Accepting it would promise a release that nothing would ever trigger.
 		return api.Mount{}, api.NewProblem(api.CodeJobsUnavailable, "field \"job\": this daemon runs no jobs registry, so a mount cannot be tied to job %q; register it without a job and DELETE it when the session ends", reg.Job)
@@ -94,6 +99,9 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, registeredAt time.Time
 	switch {
 	case errors.Is(err, mountwatch.ErrConflict):
 		return api.Mount{}, api.NewProblem(api.CodeConflict, "%v", err)
+	case errors.Is(err, mountwatch.ErrForbidden):
+		d.logger.Warn("mount registration refused", "mount", req.Name, "uid", by.UID, "err", err)
+		return api.Mount{}, api.NewProblem(api.CodeForbidden, "%s", strings.TrimSuffix(err.Error(), ": "+mountwatch.ErrForbidden.Error()))
 	case err != nil:
 		return api.Mount{}, api.NewProblem(api.CodeBadRequest, "%v", err)
 	}
@@ -109,6 +117,9 @@ func (d *Daemon) handleMountDelete(w http.ResponseWriter, r *http.Request) error
 			return api.NewProblem(api.CodeBadRequest, "query parameter \"unmount\": want true or false, got %q", s)
 		}
 		unmount = &b
+	}
+	if err := d.mayManageMount(r, name); err != nil {
+		return err
 	}
 	rel, err := d.releaseMount(r.Context(), name, unmount, "DELETE /v1/mounts/"+name)
 	if err != nil {
@@ -146,6 +157,9 @@ func (d *Daemon) handleMountCredentials(w http.ResponseWriter, r *http.Request) 
 		return api.NewProblem(api.CodeBadRequest, "field \"expires_at\": %s is not in the future (now %s): push the renewed credential's expiry",
 			req.ExpiresAt.UTC().Format(time.RFC3339), d.now().UTC().Format(time.RFC3339))
 	}
+	if err := d.mayManageMount(r, name); err != nil {
+		return err
+	}
 	m, err := d.current().mounts.PushCredential(name, *req.ExpiresAt)
 	if errors.Is(err, mountwatch.ErrUnknown) {
 		return api.NewProblem(api.CodeNotFound, "no mount %q: neither configured in [[mount]] nor registered (POST /v1/mounts)", name)
@@ -159,6 +173,19 @@ func (d *Daemon) handleMountCredentials(w http.ResponseWriter, r *http.Request) 
 	}
 	writeJSON(w, http.StatusOK, answer{Mount: m, Warnings: warnings})
 	return nil
+}
+
+// mayManageMount: a registered mount is released or pushed to by the peer that registered
+// it, root, or the daemon's own uid; another writer gets 403 (it would act on someone
+// else's session with that peer's rights).
+func (d *Daemon) mayManageMount(r *http.Request, name string) error {
+	p := peerFrom(r.Context())
+	by, registered := d.current().mounts.RegisteredBy(name)
+	if !registered || !p.Known || p.UID == 0 || p.UID == uint32(os.Geteuid()) || by == nil || by.UID == p.UID {
+		return nil
+	}
+	d.logger.Warn("refused: a registered mount of another uid", "mount", name, "uid", p.UID, "pid", p.PID, "registered_by", by.UID)
+	return api.NewProblem(api.CodeForbidden, "mount %q was registered by uid %d: only that uid or root may release it or push its credentials (you are uid %d)", name, by.UID, p.UID)
 }
 
 // mountFromRequest applies the [[mount]] defaults and rules to a registration: names as
@@ -271,7 +298,11 @@ func requestFromRegistered(r mountwatch.Registered) savedMount {
 		t := r.Reg.CredentialExpiresAt
 		req.CredentialExpiresAt = &t
 	}
-	return savedMount{Registration: req, RegisteredAt: r.Reg.RegisteredAt}
+	s := savedMount{Registration: req, RegisteredAt: r.Reg.RegisteredAt}
+	if b := r.Reg.By; b != nil {
+		s.RegisteredBy = &api.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups}
+	}
+	return s
 }
 
 // saveMounts writes the registered mounts to the state dir (OnRegistryChange). Before the
@@ -303,6 +334,12 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 		mc, reg, err := mountFromRequest(s.Registration, d.opts.Config)
 		if err == nil {
 			reg.RegisteredAt = s.RegisteredAt
+			if b := s.RegisteredBy; b != nil {
+				reg.By = &mountwatch.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups}
+			} else {
+				// Saved before registrants were recorded, when only root's rights existed.
+				d.logger.Warn("registered mount saved without its registrant: restored as root's", "mount", s.Registration.Name)
+			}
 			_, err = w.Add(mc, reg)
 		}
 		if err != nil {

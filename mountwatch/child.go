@@ -120,10 +120,11 @@ func (c *child) isExpired() bool {
 	}
 }
 
-// runCommand runs argv to completion within timeout and returns its trimmed output. A
+// runCommand runs argv (as cred when non-nil: a registered mount's commands run as the
+// peer who registered it) to completion within timeout and returns its trimmed output. A
 // child that cannot be reaped after the kill is left to its reaper goroutine.
-func runCommand(argv []string, timeout time.Duration) (string, error) {
-	c, err := startChild(argv, nil, timeout, false)
+func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration) (string, error) {
+	c, err := startChild(argv, cred, timeout, false)
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
 // credential is what mountwatch knows of a mount's credential file. All instants are
@@ -67,6 +68,15 @@ func readCredential(path string, refreshAt float64) (credential, fileStamp, erro
 		return credential{}, stamp, fmt.Errorf("credential file %s: Expiration: %w", path, err)
 	}
 	return lifetime(st.ModTime(), exp, refreshAt), stamp, nil
+}
+
+// readCredentialAs reads the credential file with by's filesystem credentials: the peer
+// that registered a mount learns nothing of a file it could not read itself.
+func readCredentialAs(by *Registrant, path string, refreshAt float64) (c credential, stamp fileStamp, err error) {
+	if aerr := runas.AsFS(by.cred(), func() error { c, stamp, err = readCredential(path, refreshAt); return nil }); aerr != nil {
+		return credential{}, fileStamp{}, aerr
+	}
+	return c, stamp, err
 }
 
 // lifetime is a credential issued at issued that expires at exp, with its refresh point at
@@ -144,13 +154,14 @@ func (w *Watcher) checkCredential(ctx context.Context, m *mount) {
 
 // reloadCredential re-reads the file when its mtime or size changed.
 func (w *Watcher) reloadCredential(m *mount) {
-	st, err := os.Stat(m.cfg.CredentialFile)
+	var st os.FileInfo
+	err := runas.AsFS(m.by().cred(), func() (err error) { st, err = os.Stat(m.cfg.CredentialFile); return err })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil && m.cred.known && st.ModTime().Equal(m.credStamp.mtime) && st.Size() == m.credStamp.size {
 		return
 	}
-	c, stamp, err := readCredential(m.cfg.CredentialFile, m.cfg.RefreshAt)
+	c, stamp, err := readCredentialAs(m.by(), m.cfg.CredentialFile, m.cfg.RefreshAt)
 	m.credStamp = stamp
 	if err != nil {
 		m.cred.err = err.Error()
@@ -183,7 +194,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 		act.Status = api.ActionObserved
 		return act, false
 	}
-	out, err := runCommand(m.cfg.RefreshCommand, w.opts.CommandTimeout)
+	out, err := runCommand(m.cfg.RefreshCommand, m.by().cred(), w.opts.CommandTimeout)
 	if err == nil && ctx.Err() == nil {
 		var c credential
 		var stamp fileStamp
@@ -231,7 +242,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 // credential_file, or without one the Expiration the command printed.
 func (w *Watcher) readRefreshed(m *mount, out string) (credential, fileStamp, error) {
 	if m.cfg.CredentialFile != "" {
-		return readCredential(m.cfg.CredentialFile, m.cfg.RefreshAt)
+		return readCredentialAs(m.by(), m.cfg.CredentialFile, m.cfg.RefreshAt)
 	}
 	exp, ok := parseExpiration(out)
 	if !ok {

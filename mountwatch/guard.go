@@ -17,7 +17,9 @@ const fsImmutableFL = 0x00000010
 // mounts root makes: a non-root fusermount checks write access to the mountpoint.
 func (w *Watcher) maybeGuard(m *mount) {
 	w.mu.Lock()
-	want := m.cfg.Guard && !m.present && !m.guarded
+	// Never for a mount registered by a peer other than root (Add refuses guard for one):
+	// the flag needs root, and would make the peer's own fusermount3 fail there.
+	want := m.cfg.Guard && !m.present && !m.guarded && m.by().isRoot()
 	w.mu.Unlock()
 	if !want {
 		return

@@ -11,7 +11,10 @@ import (
 // removeOwnLink removes the link l beneath its directory as safefs walked it from "/" (no
 // symlink in any component, no ancestor another user could swap; issue 9), and only while
 // it is still a symlink to l.Target there: a swapped parent cannot turn the unlink into
-// one of another directory's entry, and anything else at the name is left alone.
+// one of another directory's entry, and anything else at the name is left alone. For a
+// mount registered by a peer other than root it runs inside runas.AsFS with the peer's
+// credentials: the kernel refuses what the peer could not remove (the sticky bit, a
+// directory it may not write).
 func removeOwnLink(l LinkConfig) error {
 	dir, base, err := safefs.OpenParent(l.Path)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
@@ -31,7 +32,7 @@ func (w *Watcher) verifyLinks(m *mount) {
 	}
 	out := make([]api.Link, 0, len(m.cfg.Links))
 	for _, l := range m.cfg.Links {
-		state, detail := inspectLink(l)
+		state, detail := inspectLinkAs(m.by(), l)
 		if state == LinkMissing || state == LinkEmptyFile {
 			state = w.rebuildLink(m, l, state)
 		} else if state != LinkOK {
@@ -48,6 +49,15 @@ func (w *Watcher) verifyLinks(m *mount) {
 	w.mu.Lock()
 	m.links = out
 	w.mu.Unlock()
+}
+
+// inspectLinkAs is inspectLink with by's filesystem credentials: a registrant learns
+// nothing of a path it could not look at itself.
+func inspectLinkAs(by *Registrant, l LinkConfig) (state, detail string) {
+	if err := runas.AsFS(by.cred(), func() error { state, detail = inspectLink(l); return nil }); err != nil {
+		return LinkError, err.Error()
+	}
+	return state, detail
 }
 
 func inspectLink(l LinkConfig) (state, detail string) {
@@ -88,9 +98,28 @@ func (w *Watcher) rebuildLink(m *mount, l LinkConfig, state string) string {
 		}
 		return state
 	}
-	dir, base, err := safefs.OpenParent(l.Path)
+	var occupied bool
+	err := runas.AsFS(m.by().cred(), func() (err error) { occupied, err = makeLink(l, state); return err })
 	if err != nil {
 		return w.linkFailed(m, l, err)
+	}
+	if occupied {
+		return LinkOccupied // it gained data, or became something else, since we looked
+	}
+	w.mu.Lock()
+	w.counters.LinkRepairs[m.cfg.Name]++
+	w.mu.Unlock()
+	w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("rebuilt link %s -> %s (was %s)", l.Path, l.Target, state), map[string]any{"path": l.Path, "target": l.Target, "was": state})
+	return LinkOK
+}
+
+// makeLink is rebuildLink's filesystem part; for a mount registered by a peer other than
+// root it runs inside runas.AsFS with the peer's credentials, so the kernel creates the
+// link (owned by the peer) and removes the empty file only where the peer could.
+func makeLink(l LinkConfig, state string) (occupied bool, err error) {
+	dir, base, err := safefs.OpenParent(l.Path)
+	if err != nil {
+		return false, err
 	}
 	defer dir.Close()
 	if state == LinkEmptyFile {
@@ -98,23 +127,19 @@ func (w *Watcher) rebuildLink(m *mount, l LinkConfig, state string) string {
 		switch {
 		case errors.Is(err, unix.ENOENT): // gone since we looked: only the link to make
 		case err != nil:
-			return w.linkFailed(m, l, err)
+			return false, err
 		case e.Type != unix.S_IFREG || e.Size != 0:
-			return LinkOccupied // it gained data, or became something else, since we looked
+			return true, nil
 		default:
 			if _, err := dir.RemoveFile(base); err != nil && !errors.Is(err, unix.ENOENT) {
-				return w.linkFailed(m, l, err)
+				return false, err
 			}
 		}
 	}
 	if err := unix.Symlinkat(l.Target, dir.Fd(), base); err != nil {
-		return w.linkFailed(m, l, fmt.Errorf("symlink %s: %w", l.Path, err))
+		return false, fmt.Errorf("symlink %s: %w", l.Path, err)
 	}
-	w.mu.Lock()
-	w.counters.LinkRepairs[m.cfg.Name]++
-	w.mu.Unlock()
-	w.emit(api.EventLinkRepair, m.cfg.Name, fmt.Sprintf("rebuilt link %s -> %s (was %s)", l.Path, l.Target, state), map[string]any{"path": l.Path, "target": l.Target, "was": state})
-	return LinkOK
+	return false, nil
 }
 
 func (w *Watcher) linkFailed(m *mount, l LinkConfig, err error) string {

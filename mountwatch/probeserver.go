@@ -82,11 +82,17 @@ type probeServers struct {
 	byKey map[string]*probeServer
 }
 
+// credKey names a credential with its groups: a peer's SO_PEERGROUPS may differ from the
+// user database's groups of the same uid, and a probe server runs with exactly one set.
 func credKey(cred *syscall.Credential) string {
 	if cred == nil {
 		return "self"
 	}
-	return strconv.FormatUint(uint64(cred.Uid), 10) + ":" + strconv.FormatUint(uint64(cred.Gid), 10)
+	k := strconv.FormatUint(uint64(cred.Uid), 10) + ":" + strconv.FormatUint(uint64(cred.Gid), 10) + ":"
+	for _, g := range cred.Groups {
+		k += strconv.FormatUint(uint64(g), 10) + ","
+	}
+	return k
 }
 
 // probe sends one probe to the server of cred (started when there is none) and answers a

@@ -18,6 +18,9 @@ type Registration struct {
 	// CredentialExpiresAt is the pushed credential's expiry; zero when none was pushed.
 	CredentialExpiresAt time.Time
 	RegisteredAt        time.Time
+	// By is the peer that registered the mount; nil is root. A mount never does more than
+	// By could do itself (registrant.go).
+	By *Registrant
 }
 
 // regState is a registered mount's registration; the zero value is a configured mount.
@@ -45,6 +48,10 @@ var (
 func (w *Watcher) Add(c MountConfig, r Registration) (api.Mount, error) {
 	c, err := c.withDefaults()
 	if err != nil {
+		return api.Mount{}, err
+	}
+	entries, _ := readMountinfo(w.opts.ProcRoot)
+	if err := checkRegistrant(c, r.By, entries); err != nil {
 		return api.Mount{}, err
 	}
 	now := w.opts.Now()
@@ -79,7 +86,8 @@ func (w *Watcher) Add(c MountConfig, r Registration) (api.Mount, error) {
 	if r.Job != "" {
 		msg += " for job " + r.Job
 	}
-	w.emit(api.EventMountRegistry, c.Name, msg, map[string]any{"job": r.Job, "path": c.Path})
+	msg += " by " + r.By.String()
+	w.emit(api.EventMountRegistry, c.Name, msg, map[string]any{"job": r.Job, "path": c.Path, "registered_by": r.By.api()})
 	w.changed()
 	w.poke()
 	return v, nil
@@ -102,6 +110,17 @@ func (w *Watcher) Registered() []Registered {
 		out = append(out, Registered{Config: m.cfg, Reg: r})
 	}
 	return out
+}
+
+// RegisteredBy is the registrant of the registered mount name (nil: root); registered is
+// false for a configured or unknown mount.
+func (w *Watcher) RegisteredBy(name string) (by *Registrant, registered bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if m := w.find(name); m != nil && m.reg != nil {
+		return m.reg.By, true
+	}
+	return nil, false
 }
 
 // CountRegistered is how many mounts are registered.

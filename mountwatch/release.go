@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
 // Release stops watching a registered mount and removes its links; with unmount it also
@@ -118,13 +119,14 @@ func (r *releaser) waitIdle(ctx context.Context) {
 // removeLinks removes each link that is still the symlink sandboxd made; anything else at
 // the link's path (data, another link) is left alone.
 func (r *releaser) removeLinks() {
+	by := r.m.by()
 	for _, l := range r.m.cfg.Links {
-		state, detail := inspectLink(l)
+		state, detail := inspectLinkAs(by, l)
 		switch {
 		case r.w.opts.Observe:
 			r.step("links", "observed", "would remove "+l.Path)
 		case state == LinkOK:
-			if err := removeOwnLink(l); err != nil {
+			if err := runas.AsFS(by.cred(), func() error { return removeOwnLink(l) }); err != nil {
 				r.step("links", "failed", fmt.Sprintf("remove %s: %v", l.Path, err))
 			} else {
 				r.step("links", "done", "removed "+l.Path+" -> "+l.Target)
@@ -170,17 +172,35 @@ func (r *releaser) unmount(ctx context.Context) {
 	} else if c, err := w.launchProbe(m, false, true); err != nil {
 		r.step("sync", "failed", err.Error())
 	} else if o := w.collect(m, c); o.ok {
-		r.step("sync", "done", "fsync of "+path+" as its owner")
+		r.step("sync", "done", "fsync of "+path+" as "+probeAs(m))
 	} else {
 		r.step("sync", "failed", fmt.Sprintf("fsync of %s: %s %s", path, o.state, o.errno))
+	}
+	// A mount registered by a peer other than root is unmounted only as that peer could:
+	// fusermount3 -u (and -u -z last) as the peer, which unmounts only the peer's own FUSE
+	// mounts; umount and umount -l are root's, and skipped.
+	by := m.by()
+	rootOnly := func(name string, args ...string) func() ([]string, error) {
+		return func() ([]string, error) {
+			if !by.isRoot() {
+				return nil, fmt.Errorf("a root-only step, and the mount was registered by %s", by)
+			}
+			return tool(name, args...)
+		}
 	}
 	tries := []struct {
 		step string
 		argv func() ([]string, error)
 	}{
-		{"umount", func() ([]string, error) { return tool("umount", "-c", path) }},
+		{"umount", rootOnly("umount", "-c", path)},
 		{"fusermount3", func() ([]string, error) { return tool("fusermount3", "-u", path) }},
-		{"umount_lazy", func() ([]string, error) { return tool("umount", "-l", "-c", path) }},
+		{"umount_lazy", rootOnly("umount", "-l", "-c", path)},
+	}
+	if !by.isRoot() {
+		tries = append(tries, struct {
+			step string
+			argv func() ([]string, error)
+		}{"fusermount3_lazy", func() ([]string, error) { return tool("fusermount3", "-u", "-z", path) }})
 	}
 	for _, t := range tries {
 		argv, err := t.argv()
@@ -188,7 +208,7 @@ func (r *releaser) unmount(ctx context.Context) {
 			r.step(t.step, "skipped", err.Error())
 			continue
 		}
-		_, err = runCommand(argv, w.opts.CommandTimeout)
+		_, err = runCommand(argv, by.cred(), w.opts.CommandTimeout)
 		if !w.mountIDPresent(e.MountID) {
 			r.gone = true
 			r.step(t.step, "done", "unmounted "+path)

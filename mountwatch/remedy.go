@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 	"golang.org/x/sys/unix"
 )
 
@@ -138,7 +139,9 @@ func (w *Watcher) abort(m *mount) {
 	}
 	err := w.ensureFusectl()
 	if err == nil {
-		err = os.WriteFile(file, []byte("1"), 0)
+		// As the peer that registered the mount, if not root: fusectl's abort file belongs
+		// to the connection's owner (mode 0200), so the peer aborts only its own mounts.
+		err = runas.AsFS(m.by().cred(), func() error { return os.WriteFile(file, []byte("1"), 0) })
 	}
 	if err != nil {
 		w.emit(api.EventMountAbort, m.cfg.Name, fmt.Sprintf("abort connection %d: %v", conn, err), map[string]any{"connection": conn, "error": err.Error()})

@@ -91,7 +91,7 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 	oldID := -1 // after a successful detach, any FUSE mount on the path is the new one (IDs are reused)
 	if wasPresent {
 		oldID = old.MountID
-		if err := w.detach(path); err != nil {
+		if err := w.detach(path, m.by()); err != nil {
 			w.emit(api.EventRemount, name, fmt.Sprintf("lazy unmount of %s: %v", path, err), nil)
 		} else {
 			oldID = -1
@@ -120,7 +120,7 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 		}
 		w.emit(api.EventRemount, name, "restarted unit "+m.cfg.RemountUnit, map[string]any{"unit": m.cfg.RemountUnit})
 	} else {
-		out, err := runCommand(m.cfg.RemountCommand, w.opts.CommandTimeout)
+		out, err := runCommand(m.cfg.RemountCommand, m.by().cred(), w.opts.CommandTimeout)
 		if err != nil {
 			return fmt.Errorf("remount_command: %w", err)
 		}
@@ -147,9 +147,19 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 
 // detach lazily unmounts the topmost mount on path: `umount -l` without path
 // canonicalisation (which would stat the dead mount's root), the syscall if umount is absent.
-func (w *Watcher) detach(path string) error {
+// For a mount registered by a peer other than root, only what that peer could do:
+// `fusermount3 -u -z` as the peer (which unmounts only the peer's own FUSE mounts).
+func (w *Watcher) detach(path string, by *Registrant) error {
+	if !by.isRoot() {
+		argv, err := tool("fusermount3", "-u", "-z", path)
+		if err != nil {
+			return err
+		}
+		_, err = runCommand(argv, by.cred(), w.opts.CommandTimeout)
+		return err
+	}
 	if bin, err := exec.LookPath("umount"); err == nil {
-		_, err := runCommand([]string{bin, "-l", "-c", path}, w.opts.CommandTimeout)
+		_, err := runCommand([]string{bin, "-l", "-c", path}, nil, w.opts.CommandTimeout)
 		if err != nil && strings.Contains(err.Error(), "not mounted") {
 			return nil
 		}

@@ -38,6 +38,7 @@ func (m *mount) view() api.Mount {
 	}
 	if m.reg != nil {
 		v.Registered, v.Job = true, m.reg.Job
+		v.RegisteredBy = m.reg.By.api()
 	}
 	if !m.lastProbeAt.IsZero() {
 		t := m.lastProbeAt

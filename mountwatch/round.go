@@ -101,7 +101,7 @@ func (w *Watcher) launchProbe(m *mount, canary, fsyncOnly bool) (*child, error) 
 		return nil, fmt.Errorf("mount %s: a probe is still outstanding", m.cfg.Name)
 	}
 	req := probeRequest{Path: m.cfg.Path, Canary: canary && !fsyncOnly, Fsync: fsyncOnly}
-	c, err := w.servers.probe(w.opts.ProbeCommand, ownerCred(m.entry), req, m.cfg.ProbeTimeout)
+	c, err := w.servers.probe(w.opts.ProbeCommand, probeCred(m), req, m.cfg.ProbeTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,16 @@ func (w *Watcher) launchProbe(m *mount, canary, fsyncOnly bool) (*child, error) 
 		w.mu.Unlock()
 	}()
 	return c, nil
+}
+
+// probeCred is the credential to probe m as: a mount registered by a peer other than root
+// is probed as that peer, with its groups (what the peer could see itself); any other as
+// the mount's owner (ownerCred).
+func probeCred(m *mount) *syscall.Credential {
+	if by := m.by(); !by.isRoot() {
+		return by.cred()
+	}
+	return ownerCred(m.entry)
 }
 
 // ownerCred is the credential to probe as: a FUSE mount made without allow_other denies
@@ -262,4 +272,12 @@ func (w *Watcher) emitTransition(m *mount, t *transition) {
 		msg += ": " + t.msg
 	}
 	w.emit(api.EventMountProbe, m.cfg.Name, msg, map[string]any{"from": t.from, "to": t.to, "errno": t.errno, "op": t.op})
+}
+
+// probeAs names who m's probes run as, for events.
+func probeAs(m *mount) string {
+	if by := m.by(); !by.isRoot() {
+		return by.String() + ", who registered it"
+	}
+	return "its owner"
 }
