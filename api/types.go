@@ -5,29 +5,34 @@ import "time"
 // Filesystem is one watched filesystem as GET /v1/status shows it (CONTRACT §4).
 // Bytes are blocks × f_frsize. Files == 0 means the filesystem has no inode limit.
 type Filesystem struct {
-	Path                  string    `json:"path"`
-	Mountpoint            string    `json:"mountpoint"`
-	Device                string    `json:"device"` // the mount source, as node_exporter's device label (v1.1)
-	Devno                 string    `json:"devno"`  // st_dev as "major:minor" (v1.1)
-	FSType                string    `json:"fstype"`
-	SizeBytes             uint64    `json:"size_bytes"`
-	AvailBytes            uint64    `json:"avail_bytes"`
-	FreeBytes             uint64    `json:"free_bytes"`
-	UsedRatio             float64   `json:"used_ratio"`
-	Files                 uint64    `json:"files"`
-	FilesFree             uint64    `json:"files_free"`
-	GrowthBytesPerSecond  float64   `json:"growth_bytes_per_second"`
-	PredictedFullSeconds  *float64  `json:"predicted_full_seconds"`
-	ReclaimThresholdBytes uint64    `json:"reclaim_threshold_bytes"`
-	ReclaimThresholdWhy   string    `json:"reclaim_threshold_reason,omitempty"`
-	ReplaceThresholdBytes uint64    `json:"replace_threshold_bytes"`
-	ReclaimThresholdFiles uint64    `json:"reclaim_threshold_inodes"`
-	ReplaceThresholdFiles uint64    `json:"replace_threshold_inodes"`
-	ReserveBytes          uint64    `json:"reserve_bytes"`
-	SizeSetting           string    `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
-	Stale                 bool      `json:"stale"`
-	Error                 string    `json:"error,omitempty"`
-	SampledAt             time.Time `json:"sampled_at"`
+	Path                  string   `json:"path"`
+	Mountpoint            string   `json:"mountpoint"`
+	Device                string   `json:"device"` // the mount source, as node_exporter's device label (v1.1)
+	Devno                 string   `json:"devno"`  // st_dev as "major:minor" (v1.1)
+	FSType                string   `json:"fstype"`
+	SizeBytes             uint64   `json:"size_bytes"`
+	AvailBytes            uint64   `json:"avail_bytes"`
+	FreeBytes             uint64   `json:"free_bytes"`
+	UsedRatio             float64  `json:"used_ratio"`
+	Files                 uint64   `json:"files"`
+	FilesFree             uint64   `json:"files_free"`
+	GrowthBytesPerSecond  float64  `json:"growth_bytes_per_second"`
+	PredictedFullSeconds  *float64 `json:"predicted_full_seconds"`
+	ReclaimThresholdBytes uint64   `json:"reclaim_threshold_bytes"`
+	ReclaimThresholdWhy   string   `json:"reclaim_threshold_reason,omitempty"`
+	ReplaceThresholdBytes uint64   `json:"replace_threshold_bytes"`
+	ReclaimThresholdFiles uint64   `json:"reclaim_threshold_inodes"`
+	ReplaceThresholdFiles uint64   `json:"replace_threshold_inodes"`
+	ReserveBytes          uint64   `json:"reserve_bytes"`
+	SizeSetting           string   `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
+	Stale                 bool     `json:"stale"`
+	Error                 string   `json:"error,omitempty"`
+	// Errno names the errno of the failed statfs ("ENOTCONN") and ErrorSince when the
+	// failures began (the first failed sample of the run of failures); both are empty
+	// while statfs answers. SampledAt stays the time of the last good sample.
+	Errno      string     `json:"errno,omitempty"`
+	ErrorSince *time.Time `json:"error_since,omitempty"`
+	SampledAt  time.Time  `json:"sampled_at"`
 }
 
 // Site is one write site (a launcher's temp dir) as status shows it.
@@ -97,6 +102,10 @@ const (
 	CondSiteProblem        = "SiteProblem"
 	CondReserveReleased    = "ReserveReleased"
 	CondJobOverdue         = "JobOverdue"
+	// CondFilesystemUnavailable: a watched filesystem's statfs fails (reason
+	// StatfsFailed, with the errno) or does not answer within statfs_timeout (reason
+	// StatfsHung, the filesystem is stale). Critical: no verdict about its space exists.
+	CondFilesystemUnavailable = "FilesystemUnavailable"
 )
 
 // Condition is one health condition about one subject.
@@ -289,6 +298,9 @@ type ReclaimRun struct {
 	Detail     string       `json:"detail"`
 	Usage      []Usage      `json:"usage,omitempty"`
 	Warnings   []string     `json:"warnings,omitempty"`
+	// Unmeasured are the watched filesystems the run could not measure (their statfs
+	// failed): the verdict is about the measured ones only, and the detail names these.
+	Unmeasured []Filesystem `json:"unmeasured,omitempty"`
 }
 
 // ReclaimRequest is the body of POST /v1/reclaim.

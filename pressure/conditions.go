@@ -45,6 +45,7 @@ type signal struct {
 	reason, message string
 	severity        string // of the true status
 	fields          map[string]any
+	now             bool // a state, not a pressure signal: clears at once, no transition period
 }
 
 // observe applies s at now; it returns the event of a flip, if any.
@@ -64,7 +65,7 @@ func (cs *condSet) observe(now time.Time, s signal) (api.Event, bool) {
 			return api.Event{}, false
 		}
 		st.c.Status, st.c.Since = true, now
-	case st.c.Status && now.Sub(st.lastTrue) < cs.transition:
+	case st.c.Status && !s.now && now.Sub(st.lastTrue) < cs.transition:
 		return api.Event{}, false // holding: the last true reason and message stay
 	default:
 		st.c.Reason, st.c.Message, st.c.Severity = s.reason, s.message, ""
@@ -124,6 +125,12 @@ func (cs *condSet) activeSubjects() map[string]bool {
 		}
 	}
 	return out
+}
+
+// has reports whether the condition (typ, subject) has been seen.
+func (cs *condSet) has(typ, subject string) bool {
+	_, ok := cs.m[condKey{typ, subject}]
+	return ok
 }
 
 // anyTrue reports whether a condition about subject is true.

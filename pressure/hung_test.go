@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 	"github.com/sandboxd/sandboxd/internal/units"
 )
@@ -99,6 +101,14 @@ func TestHungStatfsMarksStaleAndLoopStaysFresh(t *testing.T) {
 	if len(w.Conditions()) == 0 {
 		t.Error("no conditions while one filesystem hangs")
 	}
+	// A stale filesystem has no verdict: FilesystemUnavailable, critical, says so (issue 10).
+	if c, ok := unavailableCond(w, hung); !ok || !c.Status || c.Reason != ReasonStatfsHung || c.Severity != sevCritical ||
+		!strings.Contains(c.Message, "statfs does not answer (hung), failing since ") {
+		t.Errorf("FilesystemUnavailable of the hung filesystem: %+v", c)
+	}
+	if fig, _ := w.Filesystem(hung); fig.ErrorSince == nil {
+		t.Error("a stale filesystem says nothing of since when")
+	}
 	snap := w.Snapshot()
 	if _, err := json.Marshal(snap); err != nil {
 		t.Fatal(err)
@@ -124,7 +134,13 @@ func TestHungStatfsMarksStaleAndLoopStaysFresh(t *testing.T) {
 		fig, _ := w.Filesystem(hung)
 		return !fig.Stale && fig.Error == ""
 	})
+	if c, ok := unavailableCond(w, hung); !ok || c.Status || c.Reason != ReasonMeasured {
+		t.Errorf("FilesystemUnavailable once statfs answers: %+v (it clears at once)", c)
+	}
 	fig, _ = w.Filesystem(hung)
+	if fig.ErrorSince != nil {
+		t.Errorf("error_since %v on a filesystem that answers", fig.ErrorSince)
+	}
 	if fig.SizeBytes != 0 || fig.UsedRatio != 0 || fig.Files != 0 {
 		t.Errorf("zero-size FUSE figures: %+v", fig)
 	}
@@ -136,4 +152,13 @@ func TestHungStatfsMarksStaleAndLoopStaysFresh(t *testing.T) {
 			t.Errorf("%s true on a filesystem that reports no capacity: %s", c.Type, c.Message)
 		}
 	}
+}
+
+func unavailableCond(w *Watcher, path string) (api.Condition, bool) {
+	for _, c := range w.Conditions() {
+		if c.Type == api.CondFilesystemUnavailable && c.Subject == path {
+			return c, true
+		}
+	}
+	return api.Condition{}, false
 }

@@ -13,7 +13,8 @@ import (
 // that started after Measure was entered, otherwise waits for the outstanding one to end
 // before starting its own, so the answer is never older than the request. ctx bounds the
 // wait; on timeout the error is returned with the last known figures (Stale set) when path
-// is on a watched filesystem.
+// is on a watched filesystem, and on a failed statfs with them too (Error, Errno and
+// ErrorSince set).
 //
 // When path lies on a watched filesystem (same st_dev), the answer is that filesystem's
 // object, freshly sampled, with its thresholds, conditions updated, and Path the watched
@@ -39,7 +40,13 @@ func (w *Watcher) Measure(ctx context.Context, path string) (api.Filesystem, err
 			continue // an older or another path's call: now start our own
 		}
 		if c.err != nil {
-			return api.Filesystem{}, fmt.Errorf("measure %s: %w", path, c.err)
+			// The last known figures (none for a path on no watched filesystem), with
+			// the failure: the caller names what failed, since when, and the last sample.
+			last, _ := w.lastFor(path)
+			if last.Error == "" {
+				last.Error, last.Errno = c.err.Error(), errnoName(c.err)
+			}
+			return last, fmt.Errorf("measure %s: %w", path, c.err)
 		}
 		if fig, ok := w.watchedFor(path, c.dev); ok {
 			return fig, nil

@@ -25,10 +25,14 @@ func Statfs(path string) (api.Filesystem, error) {
 }
 
 // ExistingAncestor is path, or its nearest existing parent (by lstat): a site the
-// launcher has not created yet is measured on the filesystem it will be created on.
+// launcher has not created yet is measured on the filesystem it will be created on. Only
+// a name that does not exist is walked past: a path whose lstat fails otherwise (ENOTCONN
+// of a dead FUSE server, EIO, EACCES) is returned as it is, so its measure fails and says
+// so, rather than measuring the filesystem beneath the mount.
 func ExistingAncestor(path string) string {
 	for p := path; ; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil || p == "/" || p == "." {
+		_, err := os.Lstat(p)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || p == "/" || p == "." {
 			return p
 		}
 	}

@@ -148,8 +148,9 @@ func (w *Watcher) run(p *prober, c *call) {
 // period is cleared on the same beat.
 func (w *Watcher) markStale(now time.Time) {
 	type staleness struct {
-		fs    *fsState
-		stale bool
+		fs      *fsState
+		stale   bool
+		started time.Time
 	}
 	var st []staleness
 	timeout := time.Duration(w.statfsTimeout.Load())
@@ -158,18 +159,25 @@ func (w *Watcher) markStale(now time.Time) {
 	w.mu.Unlock()
 	for _, fs := range fss {
 		c, _ := w.proberFor(fs.cfg.Path).outstanding()
-		st = append(st, staleness{fs, c != nil && now.Sub(c.started) >= timeout})
+		s := staleness{fs: fs, stale: c != nil && now.Sub(c.started) >= timeout}
+		if s.stale {
+			s.started = c.started
+		}
+		st = append(st, s)
 	}
 	w.mu.Lock()
+	var events []api.Event
 	for _, s := range st {
 		if s.stale && !s.fs.fig.Stale {
 			w.opts.Logger.Warn("statfs does not answer; serving the last figures", "path", s.fs.cfg.Path, "timeout", timeout)
 		}
 		if s.stale {
-			s.fs.fig.Stale = true
+			if ev, ok := w.hung(s.fs, s.started); ok {
+				events = append(events, ev)
+			}
 		}
 	}
-	events := w.expireMarks(now)
+	events = append(events, w.expireMarks(now)...)
 	w.mu.Unlock()
 	w.emit(events)
 }
@@ -184,12 +192,14 @@ func (w *Watcher) record(c *call) {
 		same := fs.cfg.Path == c.path
 		if c.err != nil {
 			if same {
-				fs.sampled, fs.fig.Error, fs.fig.Stale = true, c.err.Error(), false
+				if ev, ok := w.failed(fs, c.err, c.started); ok {
+					events = append(events, ev)
+				}
 			}
 			continue
 		}
-		if !same && !(fs.figures && fs.dev == c.dev) {
-			continue
+		if !same && (!(fs.figures && fs.dev == c.dev) || fs.fig.Error != "") {
+			continue // a filesystem whose own statfs fails is cleared by its own answer only
 		}
 		if fs.fig.Stale {
 			w.opts.Logger.Info("statfs answers again", "path", fs.cfg.Path)
@@ -223,15 +233,18 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	}
 	unchanged := fs.figures && !fs.retuned && sameLevels(fs.fig, f)
 	fs.fig, fs.dev, fs.figures, fs.sampled, fs.retuned = f, c.dev, true, true, false
+	var events []api.Event
+	if ev, ok := w.measuredAgain(f); ok {
+		events = append(events, ev)
+	}
 	if unchanged && !w.conds.anyTrue(f.Path) {
 		// Rendering the messages is most of a sample's cost (Measure is on the launch hot
 		// path). With the levels unchanged and nothing true, nothing can turn true: the
 		// growth rate can only fall, which only lowers the adaptive threshold and lengthens
 		// the prediction.
-		return nil
+		return events
 	}
 
-	var events []api.Event
 	for _, s := range evaluate(f, r, fs.cfg.WarnTimeToFull) {
 		if ev, ok := w.conds.observe(now, s); ok {
 			events = append(events, ev)
