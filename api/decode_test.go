@@ -102,7 +102,7 @@ func TestCodes(t *testing.T) {
 		CodeBadRequest: {400, 64}, CodeForbidden: {403, 77}, CodeNotFound: {404, 78},
 		CodeMethodNotAllowed: {405, 64}, CodePayloadTooLarge: {413, 64}, CodeReplaceSandbox: {507, 10},
 		CodeDiskFull: {507, 73}, CodeInodesExhausted: {507, 73}, CodeMountUnavailable: {503, 75},
-		CodeBusy: {503, 75}, CodeInternal: {500, 70},
+		CodeBusy: {503, 75}, CodeInternal: {500, 70}, CodeFilesystemUnavailable: {503, 75},
 	}
 	for c, w := range want {
 		if c.Status() != w[0] || c.ExitCode() != w[1] {
@@ -113,7 +113,8 @@ func TestCodes(t *testing.T) {
 		CodeReplaceSandbox.Precedence() < CodeDiskFull.Precedence() &&
 		CodeDiskFull.Precedence() < CodeInodesExhausted.Precedence() &&
 		CodeInodesExhausted.Precedence() < CodeMountUnavailable.Precedence() &&
-		CodeMountUnavailable.Precedence() < CodeBusy.Precedence()) {
+		CodeMountUnavailable.Precedence() < CodeFilesystemUnavailable.Precedence() &&
+		CodeFilesystemUnavailable.Precedence() < CodeBusy.Precedence()) {
 		t.Error("precedence does not follow CONTRACT §3")
 	}
 }

@@ -24,6 +24,10 @@ const (
 	// v1.1 (CONTRACT §11)
 	CodeConflict        Code = "conflict"
 	CodeJobsUnavailable Code = "jobs_unavailable"
+	// CodeFilesystemUnavailable: a watched filesystem the call covers could not be
+	// measured (its statfs failed: EIO, ENOENT, ESTALE, ENOTCONN, ...), so no verdict
+	// about its space exists. Added to CONTRACT §3 by issue 10.
+	CodeFilesystemUnavailable Code = "filesystem_unavailable"
 )
 
 type codeInfo struct {
@@ -46,13 +50,15 @@ var codes = map[Code]codeInfo{
 	CodeInternal:         {http.StatusInternalServerError, 70, "internal error"},
 	CodeConflict:         {http.StatusConflict, 65, "conflict"},
 	CodeJobsUnavailable:  {http.StatusServiceUnavailable, 69, "jobs unavailable"},
+	// 75 (EX_TEMPFAIL), as mount_unavailable: a filesystem that comes back answers again.
+	CodeFilesystemUnavailable: {http.StatusServiceUnavailable, 75, "filesystem unavailable"},
 }
 
 // Codes lists every error code, in the precedence order of CONTRACT §3 for the ones that
 // can coincide (not_found first, busy last), followed by the others.
 var Codes = []Code{
 	CodeNotFound, CodeReplaceSandbox, CodeDiskFull, CodeInodesExhausted,
-	CodeMountUnavailable, CodeBusy,
+	CodeMountUnavailable, CodeFilesystemUnavailable, CodeBusy,
 	CodeBadRequest, CodeForbidden, CodeMethodNotAllowed, CodePayloadTooLarge, CodeInternal,
 	CodeConflict, CodeJobsUnavailable,
 }
@@ -81,10 +87,11 @@ func (c Code) Title() string {
 	return string(c)
 }
 
-// Precedence ranks the codes that can apply together: the lower wins (CONTRACT §3).
+// Precedence ranks the codes that can apply together: the lower wins (CONTRACT §3;
+// filesystem_unavailable, added after it, ranks between mount_unavailable and busy).
 // Codes outside that list rank after it.
 func (c Code) Precedence() int {
-	for i, k := range Codes[:6] {
+	for i, k := range Codes[:7] {
 		if k == c {
 			return i
 		}

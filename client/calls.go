@@ -61,7 +61,8 @@ func deadlineOf(d *api.Duration, def time.Duration) time.Duration {
 	return def
 }
 
-// Launch makes the write-site call before a command (POST /v1/launch).
+// Launch makes the write-site call before a command (POST /v1/launch). A refusal is a
+// *ProblemError; one whose filesystem cannot be measured is FilesystemUnavailable.
 func (c *Client) Launch(ctx context.Context, req api.LaunchRequest) (*api.LaunchResponse, error) {
 	var r api.LaunchResponse
 	if err := c.Do(ctx, "POST", "/v1/launch", req, &r, deadlineOf(req.Deadline, 2*time.Second)); err != nil {
@@ -70,7 +71,8 @@ func (c *Client) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 	return &r, nil
 }
 
-// Resume runs the resume hook (POST /v1/resume).
+// Resume runs the resume hook (POST /v1/resume). A filesystem that could not be measured
+// is in the answer's Unmeasured, or, when none could be, FilesystemUnavailable(err).
 func (c *Client) Resume(ctx context.Context, req api.ResumeRequest) (*api.ReclaimRun, error) {
 	var r api.ReclaimRun
 	if err := c.Do(ctx, "POST", "/v1/resume", req, &r, deadlineOf(req.Deadline, 30*time.Second)); err != nil {

@@ -27,7 +27,7 @@ func deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) 
 
 // reclaimProblem maps what Reclaim and Resume refuse with to the problem a caller gets:
 // busy for both another reclaim holding the lock and a deadline passed before anything
-// was measured.
+// was measured; filesystem_unavailable when every statfs failed.
 func (d *Daemon) reclaimProblem(err error, c *components, deadline time.Duration) error {
 	fs := firstFS(c.pressure.Snapshot())
 	switch {
@@ -35,6 +35,10 @@ func (d *Daemon) reclaimProblem(err error, c *components, deadline time.Duration
 		return d.busyProblem(fs, nil)
 	case errors.Is(err, reclaim.ErrDeadline):
 		return deadlineProblem(fs, deadline, nil)
+	}
+	var ue *reclaim.UnavailableError
+	if errors.As(err, &ue) {
+		return unavailableProblem(ue.Filesystems, nil)
 	}
 	return err
 }

@@ -76,6 +76,9 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 		path = cfg.Filesystems[0].Path
 	}
 	fs, notes, err := d.ensureSpace(ctx, c, path, need, notes)
+	if p, ok := err.(*api.Problem); ok && p.Code == api.CodeFilesystemUnavailable && !mok {
+		return nil, mergeProblems([]*api.Problem{p, api.NewProblem(api.CodeMountUnavailable, "%s", mdetail)}, p.Filesystem, resp.Mounts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +163,20 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 
 // ensureSpace measures the filesystem that holds path and, when the call's needs do not
 // fit or it is below a reclaim threshold, runs reclaim and measures again. It refuses
-// only with busy: a call that does not fit while another reclaim holds the lock.
+// with busy (a call that does not fit while another reclaim holds the lock, or a passed
+// deadline) and filesystem_unavailable (a statfs that fails).
 func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
 	fs, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
 	if err != nil && ctx.Err() != nil {
 		return fs, notes, deadlineProblem(fs, need.deadline, notes)
 	}
-	if err != nil {
-		return fs, notes, api.NewProblem(api.CodeInternal, "statfs %s: %v", path, err)
+	if err != nil || fs.Unavailable() {
+		// A statfs that fails (or a watched filesystem whose own statfs fails, measured
+		// here through another path on its device) has no verdict: nothing is reclaimed.
+		if fs.Path == "" {
+			fs.Path = path
+		}
+		return fs, notes, unavailableProblem([]api.Filesystem{fs}, notes)
 	}
 	if !need.short(fs) && !fs.BelowReclaim() {
 		return fs, notes, nil

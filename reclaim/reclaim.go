@@ -60,7 +60,7 @@ func (r *Reclaimer) Resume(ctx context.Context) (api.ReclaimRun, error) {
 	if err != nil {
 		return api.ReclaimRun{}, err
 	}
-	if c := r.cachedResume(m.all); len(m.work) > 0 && c != nil {
+	if c := r.cachedResume(m.all); len(m.work) > 0 && len(m.unmeasured) == 0 && c != nil {
 		return *c, nil
 	}
 	return r.conclude(ctx, req, m), nil
@@ -80,7 +80,7 @@ func (r *Reclaimer) resumeUnlocked(ctx context.Context, req Request) (run api.Re
 	if len(m.work) == 0 {
 		return r.conclude(ctx, req, m), true, nil
 	}
-	if c := r.cachedResume(m.all); c != nil {
+	if c := r.cachedResume(m.all); len(m.unmeasured) == 0 && c != nil {
 		return *c, true, nil
 	}
 	return api.ReclaimRun{}, false, nil
@@ -144,14 +144,16 @@ func (r *Reclaimer) run(ctx context.Context, req Request) (api.ReclaimRun, error
 // measured is a run's first step: every filesystem it covers, measured, and those of
 // them that need the ladder.
 type measured struct {
-	started   time.Time
-	all, work []*fsRun
-	warnings  []string
+	started    time.Time
+	all, work  []*fsRun
+	unmeasured []api.Filesystem // statfs failed: no verdict for these (filesystem_unavailable)
+	warnings   []string
 }
 
 // measureAll measures every filesystem of req. A measure cut by ctx is ErrDeadline: a
 // run that measured nothing has no verdict (a "healthy" of nothing was served to every
-// caller for 10 s).
+// caller for 10 s). A filesystem whose statfs fails is unmeasured: the run answers for
+// the others and names it; when none could be measured it is an *UnavailableError.
 func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, error) {
 	out := measured{started: r.opts.Now()}
 	paths := req.Filesystems
@@ -164,7 +166,13 @@ func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, erro
 			return measured{}, fmt.Errorf("%w: %s: %w", ErrDeadline, p, ctx.Err())
 		}
 		if err != nil {
-			out.warnings = append(out.warnings, fmt.Sprintf("measure %s: %v", p, err))
+			if m.Path == "" {
+				m.Path = p
+			}
+			if m.Error == "" {
+				m.Error = err.Error()
+			}
+			out.unmeasured = append(out.unmeasured, m)
 			continue
 		}
 		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
@@ -172,6 +180,9 @@ func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, erro
 		if f.needed(req.TargetFree) {
 			out.work = append(out.work, f)
 		}
+	}
+	if len(out.all) == 0 && len(out.unmeasured) > 0 {
+		return measured{}, &UnavailableError{Filesystems: out.unmeasured}
 	}
 	return out, nil
 }
@@ -181,7 +192,8 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 	if req.Trigger == "" {
 		req.Trigger = TriggerManual
 	}
-	run := api.ReclaimRun{Trigger: req.Trigger, DryRun: req.DryRun, StartedAt: m.started, Actions: []api.Action{}, Warnings: m.warnings}
+	run := api.ReclaimRun{Trigger: req.Trigger, DryRun: req.DryRun, StartedAt: m.started, Actions: []api.Action{}, Warnings: m.warnings,
+		Unmeasured: m.unmeasured}
 	simulate, simStatus := r.opts.Observe || req.DryRun, api.ActionPlanned
 	if r.opts.Observe {
 		simStatus = api.ActionObserved
@@ -240,7 +252,7 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 	r.mu.Lock()
 	c := run
 	r.last = &c
-	if req.Trigger == TriggerResume && !req.DryRun && len(work) > 0 {
+	if req.Trigger == TriggerResume && !req.DryRun && len(work) > 0 && len(m.unmeasured) == 0 {
 		r.lastResume = &c // only a run that walked the ladder is worth not repeating
 	}
 	r.mu.Unlock()
@@ -346,7 +358,10 @@ func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work [
 			run.Usage = r.usage(ctx, worst.now())
 		}
 	} else {
-		run.Detail = "no watched filesystem could be measured"
+		run.Detail = "no filesystem is watched: nothing to measure"
+	}
+	if len(run.Unmeasured) > 0 {
+		run.Detail += "; " + UnmeasuredClause(run.Unmeasured)
 	}
 	run.FinishedAt = r.opts.Now()
 }

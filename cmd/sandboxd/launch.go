@@ -12,7 +12,7 @@ func launchCommand() *command {
 	return &command{name: "launch", summary: "the write-site call, for shell launchers",
 		long: `Prunes the site's stale files and checks that the command's needs fit: exit 0 when they do
 (advice on stderr), else the refusal's status (73 disk_full, 10 replace_sandbox, 75
-mount_unavailable, ...) with its detail on stderr; 69 when the daemon gives no verdict.`,
+mount_unavailable or filesystem_unavailable, ...) with its detail on stderr; 69 when the daemon gives no verdict.`,
 		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
 			site := fs.String("site", "", "the `NAME` of the site (may be left out when exactly one is configured)")
 			needBytes := fs.String("need-bytes", "", "free bytes the command needs, `SIZE` in bytes or e.g. 1MiB")

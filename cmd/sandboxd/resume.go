@@ -15,7 +15,8 @@ const exitReplace = 10
 
 func resumeCommand() *command {
 	return &command{name: "resume", summary: "the resume hook: self-heal and print the verdict",
-		long:    "Exit 0 for healthy, reclaimed or low (still short but above replace_below), 10 for replace (the sandbox holds data that is not regenerable).",
+		long: "Exit 0 for healthy, reclaimed or low (still short but above replace_below), 10 for replace (the sandbox holds data that is not regenerable), " +
+			"75 when a watched filesystem could not be measured (its statfs fails: filesystem_unavailable; the verdict is about the others).",
 		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
 			deadline := fs.Duration("deadline", 30*time.Second, "the call's deadline")
 			return func(ctx context.Context, inv *invocation) int {
@@ -30,6 +31,10 @@ func resumeCommand() *command {
 				printRun(inv.stdout, run, inv.g.json)
 				if run.Verdict == api.VerdictReplace {
 					return exitReplace
+				}
+				if len(run.Unmeasured) > 0 {
+					// The verdict is about the measured filesystems only: never 0 for the others.
+					return api.CodeFilesystemUnavailable.ExitCode()
 				}
 				return exitOK
 			}

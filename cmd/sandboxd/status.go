@@ -114,6 +114,8 @@ func statusFilesystems(w io.Writer, st *api.Status, now time.Time) {
 		}
 		if f.Stale {
 			fmt.Fprintf(w, "  %-20s STALE: statfs is not answering; figures are from %s\n", "", ago(f.SampledAt, now))
+		} else if f.Error != "" {
+			fmt.Fprintf(w, "  %-20s UNAVAILABLE: %s\n", "", f.UnavailableDetail())
 		}
 	}
 }
