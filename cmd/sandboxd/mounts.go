@@ -231,6 +231,9 @@ func printMountLines(w io.Writer, ms []api.Mount, now time.Time) {
 		origin := "configured"
 		if m.Registered {
 			origin = "registered"
+			if m.RegisteredBy != nil && m.RegisteredBy.UID != 0 {
+				origin += fmt.Sprintf(" by uid %d", m.RegisteredBy.UID)
+			}
 			if m.Job != "" {
 				origin += " for job " + m.Job
 			}
