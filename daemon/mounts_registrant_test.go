@@ -302,3 +302,66 @@ func contains32(s []uint32, v uint32) bool {
 	}
 	return false
 }
+
+// TestRegistrantReleasesItsOwnFUSEMount: 65534's own FUSE mount (user_id=65534, no
+// allow_other), in a directory root owns, is registered by 65534, probed healthy as 65534,
+// and released by fusermount3 -u as 65534: unmounted, the FUSE server gone, umount skipped
+// as root-only.
+func TestRegistrantReleasesItsOwnFUSEMount(t *testing.T) {
+	f := newRegistrantFixture(t)
+	mnt := dirOf(t, filepath.Join(f.etc, "s4-agent"), attacker)
+	srv := fusetest.Start(t, mnt, fusetest.Options{UserID: attacker})
+	req := fastReg("agent-s4", mnt)
+	req.Required = ptr(false)
+	if code, body := f.registerAs(t, attacker, req); code != 201 {
+		t.Fatalf("register its own FUSE mount: %d %s", code, body)
+	}
+	f.td.waitMountState(t, "agent-s4", api.MountHealthy)
+	pid := srv.Pid()
+	code, body := requestAs(t, f.td, attacker, attacker, nil, "DELETE", "/v1/mounts/agent-s4?unmount=true", "")
+	var rel api.MountRelease
+	if code != 200 || json.Unmarshal([]byte(body), &rel) != nil {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	t.Logf("release: %s", body)
+	if !rel.Unmounted || fuseMountedAt(mnt) {
+		t.Fatalf("not unmounted: %+v", rel)
+	}
+	last := rel.Steps[len(rel.Steps)-1]
+	if last.Step != "fusermount3" || last.Result != "done" {
+		t.Errorf("last step %+v, want fusermount3 done", last)
+	}
+	if rel.Steps[0].Step != "sync" || rel.Steps[0].Result != "done" || !strings.Contains(rel.Steps[0].Detail, "uid 65534") {
+		t.Errorf("first step %+v, want the sync done as uid 65534", rel.Steps[0])
+	}
+	poll(t, 10*time.Second, "the FUSE server to exit", func() bool { return serverGone(pid) })
+}
+
+// TestRegistrantCredentialFileReadWithItsRights: a credential_file 65534 may not read
+// (root's, 0600) tells 65534's mount nothing, while root's registration of the same file
+// reads its expiry.
+func TestRegistrantCredentialFileReadWithItsRights(t *testing.T) {
+	f := newRegistrantFixture(t)
+	secret := filepath.Join(f.etc, "secret.json")
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if err := fusetest.WriteCred(secret, exp); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(secret, 0o600)
+	mnt := dirOf(t, filepath.Join(f.own, "s5-agent"), attacker)
+	req := fastReg("agent-s5", mnt)
+	req.Required, req.CredentialFile = ptr(false), secret
+	if code, body := f.registerAs(t, attacker, req); code != 201 {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	rootReq := fastReg("agent-s5-root", dirOf(t, filepath.Join(f.etc, "s5-root"), 0))
+	rootReq.Required, rootReq.CredentialFile = ptr(false), secret
+	mustRegister(t, f.td, rootReq)
+	poll(t, 10*time.Second, "root's mount to read the file", func() bool {
+		m := f.td.mount(t, "agent-s5-root")
+		return m.CredentialExpiresAt != nil && m.CredentialExpiresAt.Equal(exp)
+	})
+	if m := f.td.mount(t, "agent-s5"); m.CredentialExpiresAt != nil {
+		t.Errorf("65534's mount learned the expiry of a file it cannot read: %v", m.CredentialExpiresAt)
+	}
+}
