@@ -113,7 +113,11 @@ reserve = "0"
 [[reclaim.cache]]
 name = "pkgs"
 path = %q
-`, site, good, watched, cache))
+[[mount]]
+name = "gone"
+path = %q
+required = false
+`, site, good, watched, cache, filepath.Join(good, "nomount")), probeSelf)
 	poll(t, 10*time.Second, "the first sample of "+watched, func() bool { return !td.fsStatus(t, watched).SampledAt.IsZero() })
 	lastGood := td.fsStatus(t, watched).SampledAt
 
@@ -165,6 +169,12 @@ path = %q
 	if !strings.Contains(p.Detail, watched+" cannot be measured") || !strings.Contains(p.Detail, "(ENOENT)") ||
 		!strings.Contains(p.Detail, "last good sample at ") || p.Filesystem == nil || p.Filesystem.Path != watched {
 		t.Errorf("launch refusal: %s", body)
+	}
+	// With a mount down too, both are named, in CONTRACT §3's order.
+	code, ctype, body = td.do(t, "POST", "/v1/launch", `{"site":"s","mounts":["gone"]}`)
+	p = unavailableProblemOf(t, "launch needing a missing mount", code, ctype, body, api.CodeMountUnavailable)
+	if !strings.Contains(p.Detail, "mount gone") || !strings.Contains(p.Detail, "also filesystem_unavailable: "+watched+" cannot be measured") {
+		t.Errorf("launch refusal with a mount down: %s", body)
 	}
 	sameFiles(t, before, bad)
 
