@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -57,5 +59,40 @@ func TestEventLoggedOnce(t *testing.T) {
 	}
 	if len(lines) != 1 || !strings.Contains(lines[0], "seq=") || !strings.Contains(lines[0], "component=reclaim") {
 		t.Fatalf("the dry run (%s) was logged %d times, want once with seq= and component=:\n%s\n(all: %s)", run.Verdict, len(lines), strings.Join(lines, "\n"), buf.String())
+	}
+}
+
+// TestMountEventLoggedOnce: mount events too were two lines (mountwatch's own with
+// component=, the event log's with seq=).
+func TestMountEventLoggedOnce(t *testing.T) {
+	var buf syncBuffer
+	mnt := testenv.Tmpfs(t, 64<<20, 0)
+	dir := filepath.Join(mnt, "m")
+	os.Mkdir(dir, 0o755)
+	td := startDaemon(t, "site = []\n[[filesystem]]\npath = \""+mnt+"\"\nreserve = \"0\"\n", func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	})
+	if status, _, body := td.do(t, "POST", "/v1/mounts", `{"name":"once","path":"`+dir+`","required":false}`); status != 201 {
+		t.Fatalf("register: %d %s", status, body)
+	}
+	var lines []string
+	poll(t, 10*time.Second, "the mount's first state event in the log", func() bool {
+		lines = lines[:0]
+		for _, l := range strings.Split(buf.String(), "\n") {
+			if strings.Contains(l, "subject=once") && strings.Contains(l, "is missing") {
+				lines = append(lines, l)
+			}
+		}
+		return len(lines) > 0
+	})
+	time.Sleep(100 * time.Millisecond) // a second line, if any, is written right after the first
+	lines = lines[:0]
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "subject=once") && strings.Contains(l, "is missing") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "seq=") || !strings.Contains(lines[0], "component=mountwatch") {
+		t.Fatalf("the mount event was logged %d times, want once with seq= and component=:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }

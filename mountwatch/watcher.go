@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -278,9 +279,15 @@ func (w *Watcher) step(ctx context.Context, elapsed time.Duration) {
 	}
 }
 
+// emit records an event; the event log writes its one log line (seq, fields, and the
+// component among them). Logging here as well wrote every mount event twice.
 func (w *Watcher) emit(kind, subject, msg string, fields map[string]any) {
-	w.log.Info("mountwatch: "+msg, "kind", kind, "subject", subject)
-	if w.opts.Events != nil {
-		w.opts.Events(api.Event{Time: w.opts.Now(), Kind: kind, Subject: subject, Message: msg, Fields: fields})
+	if w.opts.Events == nil {
+		w.log.Info("mountwatch: "+msg, "kind", kind, "subject", subject)
+		return
 	}
+	f := make(map[string]any, len(fields)+1)
+	maps.Copy(f, fields)
+	f["component"] = "mountwatch"
+	w.opts.Events(api.Event{Time: w.opts.Now(), Kind: kind, Subject: subject, Message: msg, Fields: f})
 }
