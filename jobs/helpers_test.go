@@ -156,10 +156,6 @@ func readPids(t testing.TB, path string, n int) []int {
 	return out
 }
 
-type execCmd = exec.Cmd
-
-func spawnCmd(t testing.TB, script string) *exec.Cmd { return spawn(t, script) }
-
 func stateStore(dir string) *state.Store { return state.Open(dir) }
 
 type testWriter struct{ t testing.TB }
@@ -167,20 +163,6 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// procState is the state letter of /proc/PID/stat (R, S, D, Z...), 0 when gone.
-func procState(pid int) byte {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return 0
-	}
-	return s[i+2]
 }
 
 func TestMain(m *testing.M) {

@@ -121,7 +121,7 @@ func TestRunJobsAndRestart(t *testing.T) {
 	dir := openTempDir(t)
 	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
 		filepath.Join(mnt, "site"), mnt, root)
-	daemon, sock, logs := serveDaemon(t, dir, cfg)
+	daemon, sock, _ := serveDaemon(t, dir, cfg)
 	env := []string{api.SocketEnv + "=" + sock}
 	pids := t.TempDir()
 
@@ -176,7 +176,7 @@ while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, p
 	if !alivePid(short.Process.Pid) {
 		t.Fatal("a job ended while no daemon ran")
 	}
-	_, sock, logs = serveDaemon(t, dir, cfg)
+	_, sock, logs := serveDaemon(t, dir, cfg)
 	waitUntil(t, 10*time.Second, "short, lapsed while sandboxd was down, to end at start", func() bool { return jobState(t, sock, "short").State == api.JobKilled })
 	if j := jobState(t, sock, "long"); j.State != api.JobRunning {
 		t.Fatalf("after the restart, long = %+v; logs:\n%s", j, logs.String())
