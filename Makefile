@@ -8,6 +8,9 @@ RUN_DIR  ?= $(CURDIR)/.run
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# staticcheck, pinned: `go run` fetches and caches it on first use, so lint needs nothing
+# installed beyond Go; go run caches the build, staticcheck caches its analysis.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Debian packages the tests drive: promtool (prometheus), fusermount3 (fuse3), chattr
 # (e2fsprogs), unshare/nsenter/mount (util-linux), systemd as PID 1 of a namespace,
 # node_exporter scraping the textfile (prometheus-node-exporter); `make deb` and its
@@ -44,6 +47,7 @@ deps:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 
 test: deps lint
 	$(GO) test -count=1 -timeout 25m ./...
