@@ -243,7 +243,13 @@ func TestEventsJSONLines(t *testing.T) {
 // TestStatusShowsCaches: the cache roots of /v1/status are in the person's view.
 func TestStatusShowsCaches(t *testing.T) {
 	sock, mnt := exitsDaemon(t)
-	r := sandboxd(t, nil, "status", "--socket", sock)
+	// The cache list is the reclaimer's first discovery, made in the background right
+	// after start; a person running status a moment later sees it.
+	var r result
+	testenv.Eventually(t, 30*time.Second, "status to list the caches", func() bool {
+		r = sandboxd(t, nil, "status", "--socket", sock)
+		return strings.Contains(r.stdout, "CACHES")
+	})
 	if r.code != 0 || !strings.Contains(r.stdout, "CACHES") || !strings.Contains(r.stdout, "pkgs") ||
 		!strings.Contains(r.stdout, filepath.Join(mnt, "cache")) || !strings.Contains(r.stdout, "declared") {
 		t.Fatalf("status does not show the declared cache:\n%s", r.stdout)

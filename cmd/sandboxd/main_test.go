@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
@@ -148,13 +150,21 @@ func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *testenv.Syn
 			cmd.Process.Kill()
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
+	// Ready is what a runner waits for: /readyz answers 200 once the config is loaded
+	// and every watched filesystem has its first sample. A test that asked before then
+	// would see figures of nothing.
+	hc := &http.Client{Transport: &http.Transport{DialContext: client.DialUnix(sock)}, Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if r := sandboxd(t, nil, "status", "--socket", sock); r.code == 0 {
-			break
+		if resp, err := hc.Get("http://sandboxd/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not answer; logs:\n%s", logs.String())
+			t.Fatalf("daemon was not ready within 30s; logs:\n%s", logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -92,6 +92,16 @@ func statusHeader(w io.Writer, st *api.Status, now time.Time) {
 func statusFilesystems(w io.Writer, st *api.Status, now time.Time) {
 	fmt.Fprintln(w, "\nFILESYSTEMS")
 	for _, f := range st.Filesystems {
+		if f.SampledAt.IsZero() && f.Error == "" {
+			// Before the first statfs answer there are no figures: zeros would read as
+			// an empty disk of size 0.
+			why := ""
+			if f.Stale {
+				why = ": statfs is not answering"
+			}
+			fmt.Fprintf(w, "  %-20s not sampled yet%s\n", f.Path, why)
+			continue
+		}
 		fmt.Fprintf(w, "  %-20s %s %3.0f%% used  %s of %s free\n", f.Path, bar(f.UsedRatio), f.UsedRatio*100,
 			size(f.AvailBytes), size(f.SizeBytes))
 		inodes := "no inode limit"
