@@ -141,7 +141,8 @@ func siteConfigs(cfg *config.Config) ([]retention.SiteConfig, error) {
 			owners = append(owners, uid)
 		}
 		out = append(out, retention.SiteConfig{Name: s.Name, Path: s.Path, OwnerUIDs: owners,
-			MaxAge: s.MaxAge, MinAge: s.MinAge, MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes), Guards: cfg.SiteGuards()})
+			MaxAge: s.MaxAge, MinAge: s.MinAge, MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes), DrainRate: int(s.DrainRate),
+			Guards: cfg.SiteGuards()})
 	}
 	return out, nil
 }
@@ -277,7 +278,7 @@ func (d *Daemon) newSites(cfg *config.Config) (*retention.Manager, error) {
 	}
 	m, err := retention.New(retention.Options{Sites: sites, State: d.state, Observe: cfg.Server.Mode == api.ModeObserve,
 		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot,
-		Jobs: jobHolder{d}})
+		Jobs: jobHolder{d}, FullSpeed: d.underPressure})
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
 	}

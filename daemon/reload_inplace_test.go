@@ -157,8 +157,12 @@ func TestReloadKeepsState(t *testing.T) {
 // is reported.
 func TestReloadRaces(t *testing.T) {
 	testenv.RequireRoot(t)
-	_, site, body := siteOnTmpfs(t, 64<<20, 0, "")
-	staleJobs(t, site, 300, 1)
+	mnt, site, body := siteOnTmpfs(t, 64<<20, 0, "")
+	staleJobs(t, site, 300, 1) // drained at the default 500 files/s: ~4 s, across the reloads
+	// Launch calls prune their site themselves: they go to another one, so the backlog
+	// is the drain's.
+	os.Mkdir(filepath.Join(mnt, "launcher"), 0o755)
+	body += fmt.Sprintf("\n[[site]]\nname = \"launcher\"\npath = %q\n", filepath.Join(mnt, "launcher"))
 	td := startDaemon(t, body)
 	text, _ := os.ReadFile(td.d.opts.ConfigPath)
 	variants := []string{
@@ -185,8 +189,9 @@ func TestReloadRaces(t *testing.T) {
 			}
 		}()
 	}
-	worker(func() { launch(t, td, `{"need_bytes": 1024}`) })
-	worker(func() { launch(t, td, `{"need_bytes": "62MiB", "deadline": "200ms"}`) }) // refused: sizes what reclaim could free
+	worker(func() { launch(t, td, `{"site": "launcher", "need_bytes": 1024}`) })
+	// refused: sizes what reclaim could free (Meetable)
+	worker(func() { launch(t, td, `{"site": "launcher", "need_bytes": "62MiB", "deadline": "200ms"}`) })
 	worker(func() {
 		run, err := td.d.current().reclaim.Reclaim(t.Context(), reclaim.Request{Trigger: "manual", DryRun: true})
 		if err == nil {
@@ -205,6 +210,10 @@ func TestReloadRaces(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	os.WriteFile(td.d.opts.ConfigPath, []byte(variants[0]), 0o644) // enforce mode: the backlog goes
+	if err := td.d.Reload(); err != nil {
+		t.Fatalf("last reload: %v", err)
+	}
 	for i := range runs {
 		for j := i + 1; j < len(runs); j++ {
 			a, b := runs[i], runs[j]
@@ -215,5 +224,30 @@ func TestReloadRaces(t *testing.T) {
 	}
 	if len(runs) == 0 {
 		t.Fatal("no reclaim ran during the reloads")
+	}
+	// Drains: each is one event with its start and duration; two of one site never overlap.
+	type span struct{ from, to time.Time }
+	var drains []span
+	poll(t, 30*time.Second, "the drains to end", func() bool {
+		drains = drains[:0]
+		for _, e := range td.eventsWith(t, api.EventPrune, "drain of site") {
+			at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e.Fields["started_at"]))
+			d, ok := e.Fields["duration_seconds"].(float64)
+			if err != nil || !ok {
+				t.Fatalf("drain event without started_at or duration_seconds: %+v", e)
+			}
+			drains = append(drains, span{at, at.Add(time.Duration(d * float64(time.Second)))})
+		}
+		st := td.status(t).Sites[0]
+		return len(drains) > 0 && st.PendingPrune == 0 && st.Files == 0
+	})
+	t.Logf("%d drains, %d reclaim runs", len(drains), len(runs))
+	for i := range drains {
+		for j := i + 1; j < len(drains); j++ {
+			a, b := drains[i], drains[j]
+			if a.from.Before(b.to) && b.from.Before(a.to) {
+				t.Fatalf("two drains of one site overlapped: %v–%v and %v–%v", a.from, a.to, b.from, b.to)
+			}
+		}
 	}
 }

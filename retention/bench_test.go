@@ -171,7 +171,7 @@ func BenchmarkDrain100k(b *testing.B) {
 // the pending backlog, O(expired) per call, which at a 2 ms poll would take a core's share
 // from the drain it measures.
 func benchDrain(b testing.TB, dir string) (wall, used time.Duration) {
-	m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)}, DrainRate: 1 << 30})
+	m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +210,7 @@ type indexedDrain struct {
 
 func startIndexed(b *testing.B, dir string) *indexedDrain {
 	d := &indexedDrain{done: make(chan error, 1)}
-	m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)}, DrainRate: 1 << 30,
+	m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)},
 		Now: func() time.Time { return time.Now().Add(time.Duration(d.skew.Load())) }})
 	if err != nil {
 		b.Fatal(err)
@@ -320,7 +320,7 @@ func BenchmarkLaunchDuringDrain(b *testing.B) {
 				os.Mkdir(dir, 0o755)
 				makeFlat(b, dir, n, old)
 				testenv.SyncFS()
-				m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)}, DrainRate: 1 << 30})
+				m, err := New(Options{Sites: []SiteConfig{siteCfg("s", dir)}})
 				if err != nil {
 					b.Fatal(err)
 				}

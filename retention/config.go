@@ -21,6 +21,9 @@ type SiteConfig struct {
 	MinAge    time.Duration // jobs younger are never pruned for count or size
 	MaxFiles  int64         // 0 = no count limit
 	MaxBytes  int64         // 0 = no size limit
+	// DrainRate is how many files per second the background drain deletes; 0 = no limit.
+	// While Options.FullSpeed says the site's filesystem is under pressure: no limit.
+	DrainRate int
 	// Guards are directories the root must not be, contain or lie inside (protected
 	// paths) or be or contain (the state dir), compared by device and inode.
 	Guards []safefs.Guarded
@@ -43,11 +46,12 @@ type Options struct {
 	ReconcileInterval time.Duration
 	// LivenessInterval is the period of the background liveness refresh (default 1s).
 	LivenessInterval time.Duration
-	// DrainRate is how many files per second the background drain may delete (default 500).
-	DrainRate int
 	// Jobs, when set, is the job registry (CONTRACT §11): a site job it holds counts as
 	// running, whatever its pid file and locks say — a stronger signal than a pid file.
 	Jobs JobHolder
+	// FullSpeed reports whether the filesystem that holds a site's path has DiskPressure
+	// or InodePressure: the drain then ignores its rate (nil: never).
+	FullSpeed func(sitePath string) bool
 	// CmdlineTimeout bounds a read of /proc/PID/cmdline, which can block behind a FUSE page
 	// fault of that process (default 200ms).
 	CmdlineTimeout time.Duration
@@ -64,7 +68,6 @@ type JobHolder interface {
 const (
 	DefaultReconcileInterval = 5 * time.Minute
 	DefaultLivenessInterval  = time.Second
-	DefaultDrainRate         = 500
 	DefaultCmdlineTimeout    = 200 * time.Millisecond
 )
 
@@ -94,9 +97,6 @@ func (o *Options) setDefaults() {
 	if o.LivenessInterval <= 0 {
 		o.LivenessInterval = DefaultLivenessInterval
 	}
-	if o.DrainRate <= 0 {
-		o.DrainRate = DefaultDrainRate
-	}
 	if o.CmdlineTimeout <= 0 {
 		o.CmdlineTimeout = DefaultCmdlineTimeout
 	}
@@ -116,7 +116,7 @@ func validateSites(sites []SiteConfig) error {
 		if !filepath.IsAbs(s.Path) {
 			errs = append(errs, fmt.Errorf("site %q: path %q is not absolute", s.Name, s.Path))
 		}
-		if s.MaxAge < 0 || s.MinAge < 0 || s.MaxFiles < 0 || s.MaxBytes < 0 {
+		if s.MaxAge < 0 || s.MinAge < 0 || s.MaxFiles < 0 || s.MaxBytes < 0 || s.DrainRate < 0 {
 			errs = append(errs, fmt.Errorf("site %q: negative limit", s.Name))
 		}
 	}

@@ -23,6 +23,8 @@ type PruneResult struct {
 	Observed bool     // observe mode: nothing was deleted, the figures say what would have been
 	ByReason map[string]int64
 	Problem  string // why the site is not cleaned, or what failed
+
+	errs []string // every job not fully pruned, for the drain's one event
 }
 
 // launchPruneTime bounds the deletion a launch call does itself, on top of its count
@@ -409,8 +411,11 @@ func (s *site) finish(picks []pick, now int64, mode pruneMode, res *PruneResult)
 	s.mu.Unlock()
 	if len(errs) > 0 {
 		res.Problem = fmt.Sprintf("%d jobs not fully pruned; first: %s", len(errs), errs[0])
+		res.errs = errs
 	}
-	if res.Files > 0 || len(errs) > 0 {
+	// A drain is one event for all its batches (drain.go), not one per batch: a backlog
+	// of 100,000 files would otherwise push the rest of the audit trail out.
+	if mode != pruneDrain && (res.Files > 0 || len(errs) > 0) {
 		s.m.emit(pruneEvent(name, mode.String(), res, errs))
 	}
 }

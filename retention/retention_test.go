@@ -60,7 +60,9 @@ func TestAcceptance(t *testing.T) {
 		return unix.FcntlFlock(uintptr(fd), unix.F_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: 0})
 	})
 
-	h := run(t, Options{Sites: []SiteConfig{siteCfg("aura-bg", dir)}, DrainRate: 5000})
+	sc := siteCfg("aura-bg", dir)
+	sc.DrainRate = 5000
+	h := run(t, Options{Sites: []SiteConfig{sc}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	r, err := h.m.Prune(ctx, "", 256)
 	cancel()

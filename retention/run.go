@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -153,49 +152,6 @@ func (s *site) kickDrain() {
 	select {
 	case s.drainKick <- struct{}{}:
 	default:
-	}
-}
-
-// drainBatchTime bounds the deletion work of one drain batch (at least one job is done):
-// on ext4 an unlink costs 200-340 µs (FIELD-NOTES), so 128 entries could hold the site
-// for 40 ms, and a launch call waits for the batch in progress.
-const drainBatchTime = 2 * time.Millisecond
-
-// drainBatch is how many entries one drain batch takes: small enough that a launch call
-// waiting for the site lock waits for a few milliseconds at most.
-func drainBatch(rate int) int {
-	return min(128, max(8, rate/8))
-}
-
-// drainLoop deletes the backlog in small batches, rate-limited to DrainRate files per
-// second (FIELD-NOTES: I/O priorities do not reach ext4's jbd2 thread, a rate does), and
-// lets a waiting launch call in between batches.
-func (s *site) drainLoop(ctx context.Context) {
-	rate := s.m.opts.DrainRate
-	batch := drainBatch(rate)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.drainKick:
-		}
-		for ctx.Err() == nil {
-			if s.waiting.Load() > 0 {
-				sleepCtx(ctx, time.Millisecond)
-				continue
-			}
-			start := time.Now()
-			r, claimed := s.pruneClaimed(ctx, batch, pruneDrain)
-			if claimed == 0 {
-				break
-			}
-			want := time.Duration(float64(r.Files) / float64(rate) * float64(time.Second))
-			if !sleepCtx(ctx, want-time.Since(start)) {
-				// Unthrottled: let a runnable launch call have this P now rather than
-				// when the scheduler next preempts (up to 10 ms on a busy machine).
-				runtime.Gosched()
-			}
-		}
 	}
 }
 

@@ -8,7 +8,9 @@
 # Needs root (it mounts a tmpfs) and bin/sandboxd (`make build`). Raw results go to
 # $BENCH_OUT (default bench-results/<UTC time>/); the summary table is printed at the end.
 # Knobs: BENCH_ROUNDS (5), BENCH_SECONDS (1.5s per run), BENCH_IDLE (60s),
-# BENCH_CHURN (20s), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
+# BENCH_CHURN (20s), BENCH_DRAIN (1: the daemon draining BENCH_DRAIN_FILES, 100,000,
+# expired files, BENCH_DRAIN_FS "tmpfs ext4" x BENCH_DRAIN_MODES "default rate0 pressure",
+# ~5 min; 0: skip), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
 # the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_JOBS (1: the job benchmarks, ~1 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
 # (5000: reclaim's deletion benchmark on 50,000 files instead of its default 200,000,
 # which alone takes ~6 min on ext4 here; set 20000 for the full size).
@@ -257,6 +259,62 @@ load launch-backlog launch 1 "$WORK/backlog.sock" -method POST -path /v1/launch 
 "$SB" get -socket "$WORK/backlog.sock" -path /v1/status >"$OUT/backlog-status-after.json"
 stop "$GEN_PID"
 stop "$BACKLOG_PID"
+
+# ---------------------------------------------------------------------------------
+if [ "${BENCH_DRAIN:-1}" = 1 ]; then
+	DRAIN_FILES=${BENCH_DRAIN_FILES:-100000}
+	log "3d. the daemon draining $DRAIN_FILES expired files vs find -delete: tmpfs and ext4, default drain_rate, drain_rate = 0, InodePressure"
+	# Each case gets a filesystem of its own (a tmpfs, or ext4 on a loop device backed by
+	# a file on the root disk), so the drain's end is read from statfs: the inodes the
+	# site's entries held are back. find runs first on one copy, then the daemon, as
+	# shipped (default config: only socket, state, the watched path and the site point
+	# into the benchmark, and no cache is auto-discovered), starts on an identical copy.
+	# Under pressure the filesystem has 4% more inodes than the entries: InodePressure
+	# (reclaim_below_inodes 5%) is true from the start.
+	drain_fs() { # KIND MODE -> DRAIN_MP
+		local kind=$1 mode=$2 inodes=$((DRAIN_FILES * 104 / 100))
+		DRAIN_MP=$WORK/drain-$kind-$mode
+		mkdir -p "$DRAIN_MP"
+		if [ "$kind" = tmpfs ]; then
+			local o=size=8g,mode=0755
+			[ "$mode" = pressure ] && o=$o,nr_inodes=$inodes
+			mount -t tmpfs -o "$o" sandboxd-drain "$DRAIN_MP"
+		else
+			truncate -s 8G "$WORK/drain-$kind-$mode.img"
+			local n=()
+			[ "$mode" = pressure ] && n=(-N "$inodes")
+			mkfs.ext4 -q -F "${n[@]}" "$WORK/drain-$kind-$mode.img"
+			mount -o loop "$WORK/drain-$kind-$mode.img" "$DRAIN_MP"
+		fi
+		MOUNTS+=("$DRAIN_MP")
+		mkdir -p "$DRAIN_MP/site"
+	}
+	for kind in ${BENCH_DRAIN_FS:-tmpfs ext4}; do
+		for mode in ${BENCH_DRAIN_MODES:-default rate0 pressure}; do
+			drain_fs "$kind" "$mode"
+			name=drain-$kind-$mode
+			mkdir -p "$WORK/$name/state"
+			extra=""
+			[ "$mode" = rate0 ] && extra="drain_rate = 0"
+			printf '%s\n' 'version = 1' '[server]' "socket = \"$WORK/$name.sock\"" "state_dir = \"$WORK/$name/state\"" \
+				'[[filesystem]]' "path = \"$DRAIN_MP\"" '[[site]]' 'name = "bench"' "path = \"$DRAIN_MP/site\"" "$extra" \
+				'[reclaim]' 'auto_caches = []' >"$WORK/$name.toml"
+			"$SANDBOXD" config check "$WORK/$name.toml" >/dev/null
+			"$SB" fill -dir "$DRAIN_MP/site" -n "$DRAIN_FILES" -age 13h
+			sync
+			echo "  $name: $(df -i "$DRAIN_MP" | awk 'NR==2 {print $3 " inodes used of " $2}') before find"
+			"$SB" time -test "$name" -target find -round 1 -- \
+				find "$DRAIN_MP/site" -mindepth 1 -mmin +720 -delete | tee -a "$RESULTS"
+			"$SB" fill -dir "$DRAIN_MP/site" -n "$DRAIN_FILES" -age 13h
+			sync
+			"$SB" drain -test "$name" -round 1 -dir "$DRAIN_MP/site" -files "$DRAIN_FILES" -socket "$WORK/$name.sock" -- \
+				"$SANDBOXD" serve --config "$WORK/$name.toml" 2>"$OUT/$name.log" | tee -a "$RESULTS"
+			grep -E '^  event|events in the trail' "$OUT/$name.log" | tail -4 || true
+			umount "$DRAIN_MP"
+			rm -f "$WORK/drain-$kind-$mode.img"
+		done
+	done
+fi
 
 # ---------------------------------------------------------------------------------
 log "4. resume on a healthy box: never cached (one statfs per filesystem), streamed and lone calls, reclaim"

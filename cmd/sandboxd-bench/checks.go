@@ -67,7 +67,7 @@ func buildChecks(st map[key]*stat) []check {
 		ratio(st, "reclaim {dry_run:false} healthy p50 vs /livez p50", "≤ 3× /livez",
 			key{"reclaim-healthy", "reclaim"}, key{"reclaim-healthy", "livez"}, p50, fmtUs, 3, true))
 	cs[len(cs)-2].Pass = info(cs[len(cs)-2].Pass)
-	return cs
+	return append(cs, drainChecks(st)...)
 }
 
 func info(p string) string {

@@ -30,6 +30,7 @@ func commands() []command {
 		{"churn", "create entries at a steady rate until SIGTERM", runChurn},
 		{"idle", "sample a process's RSS and CPU from /proc over a duration", runIdle},
 		{"time", "run a command after -- and print its wall time as a result line", runTimeCmd},
+		{"drain", "start the daemon after -- on a site of expired files; time it until they are gone", runDrain},
 		{"report", "read raw JSON result lines, print the summary table and verdicts", runReport},
 	}
 }

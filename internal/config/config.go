@@ -115,6 +115,9 @@ type Site struct {
 	MinAge   time.Duration `toml:"min_age"`
 	MaxFiles int64         `toml:"max_files"` // 0 = no count limit
 	MaxBytes api.Size      `toml:"max_bytes"` // 0 = no size limit
+	// DrainRate is how many files per second the background drain deletes; 0 = no limit.
+	// Under DiskPressure or InodePressure the drain runs at full speed whatever it says.
+	DrainRate int64 `toml:"drain_rate"`
 }
 
 // Reclaim is the [reclaim] table: the ladder's policy and its declared caches.

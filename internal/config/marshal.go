@@ -79,6 +79,7 @@ func Marshal(c *Config) ([]byte, error) {
 		w.kv("min_age", fmtDuration(st.MinAge))
 		w.kv("max_files", strconv.FormatInt(st.MaxFiles, 10))
 		w.kv("max_bytes", fmtSize(st.MaxBytes))
+		w.kv("drain_rate", strconv.FormatInt(st.DrainRate, 10))
 	}
 
 	r := c.Reclaim

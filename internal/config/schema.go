@@ -94,6 +94,7 @@ func siteFields(s *Site) []field {
 		{"min_age", duration(&s.MinAge)},
 		{"max_files", integer(&s.MaxFiles)},
 		{"max_bytes", size(&s.MaxBytes)},
+		{"drain_rate", integer(&s.DrainRate)},
 	}
 }
 
@@ -166,7 +167,7 @@ func DefaultFilesystem() Filesystem {
 
 // DefaultSite is a [[site]] entry with every key but name and path at its default.
 func DefaultSite() Site {
-	return Site{MaxAge: 12 * time.Hour, MinAge: 15 * time.Minute}
+	return Site{MaxAge: 12 * time.Hour, MinAge: 15 * time.Minute, DrainRate: 500}
 }
 
 // DefaultCache is a [[reclaim.cache]] entry with every key but name and path at its default.

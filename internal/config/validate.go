@@ -217,6 +217,9 @@ func validateSites(sites []Site, protect []string, stateDir string, ps *problems
 			ps.addf(k+".max_files", "%d must not be negative (0: no count limit)", s.MaxFiles)
 		}
 		sizeOK(ps, k+".max_bytes", s.MaxBytes)
+		if s.DrainRate < 0 {
+			ps.addf(k+".drain_rate", "%d must not be negative (0: no limit)", s.DrainRate)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ func TestRejections(t *testing.T) {
 		{"negative size string", "[launch]\nneed_bytes = \"-1MiB\"\n", "launch.need_bytes", "need_bytes", []string{"negative", "-1MiB"}},
 		{"negative size integer", "[reclaim]\nheadroom = -5\n", "reclaim.headroom", "headroom", []string{"negative", "-5"}},
 		{"bad size", "[[site]]\nname = \"s\"\npath = \"/tmp/s\"\nmax_bytes = \"lots\"\n", "site[0].max_bytes", "max_bytes", []string{`"lots"`}},
+		{"negative drain rate", "[[site]]\nname = \"s\"\npath = \"/tmp/s\"\ndrain_rate = -1\n", "site[0].drain_rate", "drain_rate", []string{"negative", "-1"}},
 		{"negative duration", "[[site]]\nname = \"s\"\npath = \"/tmp/s\"\nmax_age = \"-1h\"\n", "site[0].max_age", "max_age", []string{"negative", "-1h"}},
 		{"bad duration", "[health]\ntransition_period = \"soon\"\n", "health.transition_period", "transition_period", []string{`"soon"`}},
 		{"duration as number", "[launch]\ndeadline = 2\n", "launch.deadline", "deadline", []string{"duration", "2"}},

@@ -1,0 +1,192 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// drainBatchTime bounds the deletion work of one drain batch (at least one job is done):
+// on ext4 an unlink costs 200-340 µs (FIELD-NOTES), so 128 entries could hold the site
+// for 40 ms, and a launch call waits for the batch in progress.
+const drainBatchTime = 2 * time.Millisecond
+
+// maxDrainBatch is the batch of an unthrottled drain.
+const maxDrainBatch = 128
+
+// drainProgressEvery is how often a long drain reports how far it got, between its start
+// and its one closing event.
+const drainProgressEvery = 10 * time.Second
+
+// drainBatch is how many entries one drain batch takes: small enough that a launch call
+// waiting for the site lock waits for a few milliseconds at most, and at a rate, about
+// an eighth of a second's worth.
+func drainBatch(rate int) int {
+	if rate <= 0 {
+		return maxDrainBatch
+	}
+	return min(maxDrainBatch, max(8, rate/8))
+}
+
+// drainRate is the site's drain_rate now (a reload may change it), and whether its
+// filesystem is under pressure, which lifts the limit: running out of inodes is the
+// incident this daemon exists for.
+func (s *site) drainRate() (rate int, fullSpeed bool) {
+	s.mu.Lock()
+	rate = s.cfg.DrainRate
+	s.mu.Unlock()
+	if rate > 0 && s.m.opts.FullSpeed != nil && s.m.opts.FullSpeed(s.path) {
+		return rate, true
+	}
+	return rate, false
+}
+
+// drainLoop deletes the backlog in small batches, at most drain_rate files per second
+// (FIELD-NOTES: I/O priorities do not reach ext4's jbd2 thread, a rate does) unless the
+// filesystem is under pressure, and lets a waiting launch call in between batches. One
+// drain (from a kick until nothing is left to claim) is one prune event with its totals,
+// plus a progress event at most every drainProgressEvery.
+func (s *site) drainLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.drainKick:
+		}
+		var d *drainRun
+		for ctx.Err() == nil {
+			if s.waiting.Load() > 0 {
+				sleepCtx(ctx, time.Millisecond)
+				continue
+			}
+			rate, full := s.drainRate()
+			throttled := rate > 0 && !full
+			batch := maxDrainBatch
+			if throttled {
+				batch = drainBatch(rate)
+			}
+			start := time.Now()
+			r, claimed := s.pruneClaimed(ctx, batch, pruneDrain)
+			if claimed == 0 {
+				break
+			}
+			if r.Files > 0 || len(r.errs) > 0 {
+				if d == nil {
+					d = &drainRun{start: start, wall: s.m.opts.Now(), reasons: map[string]int64{}, lastReport: start}
+				}
+				d.add(r, rate, full)
+				if time.Since(d.lastReport) >= drainProgressEvery {
+					d.lastReport = time.Now()
+					s.m.emit(d.event(s, true))
+				}
+			}
+			if throttled {
+				want := time.Duration(float64(r.Files) / float64(rate) * float64(time.Second))
+				if sleepCtx(ctx, want-time.Since(start)) {
+					continue
+				}
+			}
+			// Unthrottled: let a runnable launch call have this P now rather than when the
+			// scheduler next preempts (up to 10 ms on a busy machine).
+			runtime.Gosched()
+		}
+		if d != nil {
+			d.stopped = ctx.Err() != nil
+			s.m.emit(d.event(s, false))
+		}
+	}
+}
+
+// drainRun adds up one drain's batches for its event.
+type drainRun struct {
+	start      time.Time // monotonic, for the duration
+	wall       time.Time
+	lastReport time.Time
+
+	files, bytes int64
+	reasons      map[string]int64
+	jobs         []string // the first maxEventJobs ids
+	jobsTotal    int
+	first, last  string
+	errs         []string // the first few
+	errsTotal    int
+	observed     bool
+	rate         int  // the drain_rate of the last batch
+	fullSpeed    bool // some batch ran at full speed (pressure)
+	stopped      bool // ended by a stop (reload, shutdown), not by an empty backlog
+}
+
+func (d *drainRun) add(r PruneResult, rate int, full bool) {
+	d.files += r.Files
+	d.bytes += r.Bytes
+	for k, v := range r.ByReason {
+		d.reasons[k] += v
+	}
+	for _, id := range r.Jobs {
+		if d.first == "" {
+			d.first = id
+		}
+		d.last = id
+		if len(d.jobs) < maxEventJobs {
+			d.jobs = append(d.jobs, id)
+		}
+	}
+	d.jobsTotal += len(r.Jobs)
+	for _, e := range r.errs {
+		if len(d.errs) < 5 {
+			d.errs = append(d.errs, e)
+		}
+	}
+	d.errsTotal += len(r.errs)
+	d.observed = d.observed || r.Observed
+	d.rate = rate
+	d.fullSpeed = d.fullSpeed || full
+}
+
+// event is the drain's closing event, or (progress) a report of how far it got.
+func (d *drainRun) event(s *site, progress bool) api.Event {
+	dur := time.Since(d.start)
+	verb := "pruned"
+	if d.observed {
+		verb = "would prune"
+	}
+	speed := fmt.Sprintf("at most %s files/s", api.FormatCount(uint64(d.rate)))
+	switch {
+	case d.rate <= 0:
+		speed = "no rate limit"
+	case d.fullSpeed:
+		speed = fmt.Sprintf("at full speed while the filesystem was under pressure (drain_rate %s files/s otherwise)", api.FormatCount(uint64(d.rate)))
+	}
+	f := map[string]any{
+		"trigger": "drain", "files": d.files, "bytes": d.bytes, "jobs": d.jobs, "jobs_total": d.jobsTotal,
+		"first_job": d.first, "last_job": d.last, "reasons": d.reasons, "observed": d.observed,
+		"started_at": d.wall.Format(time.RFC3339Nano), "duration_seconds": dur.Seconds(),
+		"drain_rate": d.rate, "full_speed": d.fullSpeed,
+	}
+	if d.errsTotal > 0 {
+		f["errors"], f["errors_total"] = d.errs, d.errsTotal
+	}
+	size := api.FormatSize(uint64(max(d.bytes, 0)))
+	files := api.FormatCount(uint64(max(d.files, 0)))
+	jobs := api.FormatCount(uint64(d.jobsTotal))
+	took := dur.Round(time.Millisecond)
+	if progress {
+		pending := s.pending()
+		f["progress"], f["pending"] = true, pending
+		return api.Event{Kind: api.EventPrune, Subject: s.name, Fields: f,
+			Message: fmt.Sprintf("draining site %s: %s files (%s) of %s jobs so far in %s, %s pending, %s",
+				s.name, files, size, jobs, took, api.FormatCount(uint64(max(pending, 0))), speed)}
+	}
+	msg := fmt.Sprintf("drain of site %s %s %s files (%s) of %s jobs in %s, %s", s.name, verb, files, size, jobs, took, speed)
+	if d.stopped {
+		msg += "; stopped before the backlog was done"
+		f["stopped"] = true
+	}
+	if d.errsTotal > 0 {
+		msg += fmt.Sprintf("; %s jobs not fully pruned, first: %s", api.FormatCount(uint64(d.errsTotal)), d.errs[0])
+	}
+	return api.Event{Kind: api.EventPrune, Subject: s.name, Fields: f, Message: msg}
+}

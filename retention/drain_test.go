@@ -1,0 +1,97 @@
+package retention
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// drainEvents are the closing prune events of drains (progress reports left out).
+func drainEvents(h *harness) []api.Event {
+	var out []api.Event
+	for _, e := range h.events.kinds(api.EventPrune) {
+		if e.Fields["trigger"] == "drain" && e.Fields["progress"] == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// staleSite writes n expired jobs of seven entries and answers how many entries that is.
+func staleSite(t *testing.T, dir string, n int) int {
+	old := time.Now().Add(-13 * time.Hour)
+	total := 0
+	for i := 0; i < n; i++ {
+		total += len(makeJob(t, dir, fmt.Sprintf("j%04d", i), deadPid(t), old))
+	}
+	return total
+}
+
+// TestDrainIsOneEvent (issue 13 item 3): a backlog of hundreds of jobs drained in many
+// batches leaves one prune event with the totals, the job count and the first and last
+// job, not one event per batch.
+func TestDrainIsOneEvent(t *testing.T) {
+	dir := testenv.Tmpfs(t, 64<<20, 0)
+	files := staleSite(t, dir, 300) // 2,100 entries: 17 batches of 128 at least
+	h := run(t, Options{Sites: []SiteConfig{siteCfg("s", dir)}})
+	waitFor(t, "the drain", func() bool { return len(drainEvents(h)) > 0 })
+	time.Sleep(200 * time.Millisecond) // a second event would come now
+	evs := drainEvents(h)
+	if len(evs) != 1 {
+		t.Fatalf("%d drain events, want 1: %+v", len(evs), evs)
+	}
+	e := evs[0]
+	f := e.Fields
+	if f["files"] != int64(files) || f["jobs_total"] != 300 || f["first_job"] == "" || f["last_job"] == "" ||
+		f["drain_rate"] != 0 || f["full_speed"] != false || f["duration_seconds"] == nil || f["started_at"] == nil {
+		t.Errorf("drain event fields %+v; want files %d, 300 jobs, first and last job, rate 0", f, files)
+	}
+	if !strings.Contains(e.Message, "2,100 files") || !strings.Contains(e.Message, "300 jobs") || !strings.Contains(e.Message, "no rate limit") {
+		t.Errorf("drain event message %q lacks the totals", e.Message)
+	}
+	if n := len(h.events.kinds(api.EventPrune)); n != 1 {
+		t.Errorf("%d prune events in all, want the drain's one", n)
+	}
+	if got := h.m.PrunedTotals()["s"][ReasonAge]; got != int64(files) {
+		t.Errorf("pruned %d, want %d", got, files)
+	}
+}
+
+// TestDrainRateAndPressure (issue 13 item 2): with drain_rate set the drain takes at
+// least files/rate (a lower bound, which load cannot break: it is what the rate
+// promises) and says so; while the site's filesystem is under pressure (FullSpeed) it
+// ignores the rate and says that.
+func TestDrainRateAndPressure(t *testing.T) {
+	for _, pressure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pressure=%v", pressure), func(t *testing.T) {
+			dir := testenv.Tmpfs(t, 64<<20, 0)
+			files := staleSite(t, dir, 100) // 700 entries
+			sc := siteCfg("s", dir)
+			sc.DrainRate = 1000
+			var asked atomic.Value
+			h := run(t, Options{Sites: []SiteConfig{sc}, FullSpeed: func(path string) bool {
+				asked.Store(path)
+				return pressure
+			}})
+			waitFor(t, "the drain", func() bool { return len(drainEvents(h)) > 0 })
+			f := drainEvents(h)[0].Fields
+			if f["files"] != int64(files) || f["drain_rate"] != 1000 || f["full_speed"] != pressure {
+				t.Fatalf("drain event %+v; want %d files, rate 1000, full_speed %v", f, files, pressure)
+			}
+			if asked.Load() != dir {
+				t.Errorf("FullSpeed asked about %v, want the site path %s", asked.Load(), dir)
+			}
+			if !pressure {
+				// The first batch (125 entries) goes at once; the rest at 1,000 files/s.
+				if min := float64(files-drainBatch(1000)) / 1000; f["duration_seconds"].(float64) < min*0.9 {
+					t.Errorf("drain of %d files at 1,000 files/s took %.3fs, less than %.3fs", files, f["duration_seconds"], min)
+				}
+			}
+		})
+	}
+}
