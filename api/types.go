@@ -106,6 +106,9 @@ const (
 	// StatfsFailed, with the errno) or does not answer within statfs_timeout (reason
 	// StatfsHung, the filesystem is stale). Critical: no verdict about its space exists.
 	CondFilesystemUnavailable = "FilesystemUnavailable"
+	// CondStateNotPersistent (subject: the state dir) is true while the state directory
+	// refuses writes: cooldowns, run counts and first-seen pids live in memory only.
+	CondStateNotPersistent = "StateNotPersistent"
 )
 
 // Condition is one health condition about one subject.

@@ -124,7 +124,7 @@ func (d *Daemon) pressureOptions(cfg *config.Config) pressure.Options {
 	return pressure.Options{
 		Filesystems: fss, SampleInterval: cfg.Health.SampleInterval,
 		TransitionPeriod: cfg.Health.TransitionPeriod, LeadTime: cfg.Reclaim.LeadTime,
-		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "pressure"),
+		Now: d.now, Events: d.events.For("pressure"), Logger: d.logger.With("component", "pressure"),
 		ProcRoot: d.opts.ProcRoot,
 	}
 }
@@ -219,7 +219,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclai
 		SiteUsage:   func() (int64, int64) { return siteUsage(d.current().sites) },
 		MarkReplace: pw.MarkReplace,
 		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Offline: cfg.Reclaim.Offline, Now: d.now,
-		Events: d.events.Record, Logger: d.logger.With("component", "reclaim"),
+		Events: d.events.For("reclaim"), Logger: d.logger.With("component", "reclaim"),
 	}
 }
 
@@ -277,7 +277,7 @@ func (d *Daemon) newSites(cfg *config.Config) (*retention.Manager, error) {
 		return nil, err
 	}
 	m, err := retention.New(retention.Options{Sites: sites, State: d.state, Observe: cfg.Server.Mode == api.ModeObserve,
-		Now: d.now, Events: d.events.Record, Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot,
+		Now: d.now, Events: d.events.For("retention"), Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot,
 		Jobs: jobHolder{d}, FullSpeed: d.underPressure})
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
@@ -289,7 +289,7 @@ func (d *Daemon) mountOptions(cfg *config.Config) mountwatch.Options {
 	// The D-Bus restarter connects on first use, so one is always passed: a reload that
 	// adds a remount_unit needs no new watcher.
 	return mountwatch.Options{Mounts: mountConfigs(cfg), Observe: cfg.Server.Mode == api.ModeObserve, Now: d.now,
-		Events: d.events.Record, Logger: d.logger.With("component", "mountwatch"), ProcRoot: d.opts.ProcRoot,
+		Events: d.events.For("mountwatch"), Logger: d.logger.With("component", "mountwatch"), ProcRoot: d.opts.ProcRoot,
 		ProbeCommand: d.opts.ProbeCommand, Restarter: d.restarter, OnRegistryChange: d.saveMounts}
 }
 

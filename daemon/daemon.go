@@ -78,6 +78,7 @@ type Daemon struct {
 	lastLoop  atomic.Int64 // unix nanoseconds of the last supervisor round
 	readySent atomic.Bool
 	reloads   reloadStats
+	persist   persistence
 }
 
 // New validates the config and builds the daemon and its components; nothing runs yet.
@@ -124,9 +125,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.cfg, d.writersV = opts.Config, w
 	d.state = state.Open(opts.Config.Server.StateDir)
-	if err := d.state.Err(); err != nil {
-		d.logger.Warn("state directory unusable: state stays in memory", "dir", opts.Config.Server.StateDir, "err", err)
-	}
+	d.watchState() // a dir that cannot be used is one WARN line and StateNotPersistent
 	d.restarter = &systemd.UnitRestarter{Logger: d.logger.With("component", "systemd")}
 	comps, err := d.buildComponents(opts.Config)
 	if err != nil {
@@ -266,6 +265,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 		d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "ready: first sample of every watched filesystem taken"})
 		c.onReady(ctx)
 	}
+	d.retryPersist()
 	h := d.healthNow()
 	d.notify.Status(d.statusLine(h))
 }

@@ -52,7 +52,7 @@ func (d *Daemon) Reload() error {
 	}
 	if err != nil {
 		d.reloads.record(false, d.now())
-		d.events.Record(api.Event{Kind: api.EventConfig, Subject: path,
+		d.events.Error(api.Event{Kind: api.EventConfig, Subject: path,
 			Message: "config reload rejected; the last good config stays: " + err.Error()})
 		return err
 	}

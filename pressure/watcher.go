@@ -255,10 +255,11 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 
 func (w *Watcher) emit(events []api.Event) {
 	for _, ev := range events {
-		w.opts.Logger.Debug(ev.Message, "kind", ev.Kind, "subject", ev.Subject)
-		if w.opts.Events != nil {
-			w.opts.Events(ev)
+		if w.opts.Events == nil { // else the event log writes the line
+			w.opts.Logger.Debug(ev.Message, "kind", ev.Kind, "subject", ev.Subject)
+			continue
 		}
+		w.opts.Events(ev)
 	}
 }
 

@@ -293,10 +293,10 @@ if [ "${BENCH_DRAIN:-1}" = 1 ]; then
 		for mode in ${BENCH_DRAIN_MODES:-default rate0 pressure}; do
 			drain_fs "$kind" "$mode"
 			name=drain-$kind-$mode
-			mkdir -p "$WORK/$name/state"
+			mkdir -p "$WORK/$name-state"
 			extra=""
 			[ "$mode" = rate0 ] && extra="drain_rate = 0"
-			printf '%s\n' 'version = 1' '[server]' "socket = \"$WORK/$name.sock\"" "state_dir = \"$WORK/$name/state\"" \
+			printf '%s\n' 'version = 1' '[server]' "socket = \"$WORK/$name.sock\"" "state_dir = \"$WORK/$name-state\"" \
 				'[[filesystem]]' "path = \"$DRAIN_MP\"" '[[site]]' 'name = "bench"' "path = \"$DRAIN_MP/site\"" "$extra" \
 				'[reclaim]' 'auto_caches = []' >"$WORK/$name.toml"
 			"$SANDBOXD" config check "$WORK/$name.toml" >/dev/null

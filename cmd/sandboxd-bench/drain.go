@@ -20,8 +20,9 @@ import (
 // runDrain times the daemon as shipped draining a site: it starts the daemon command
 // (after "--") on a site already full of expired files and measures from the exec until
 // the site's filesystem has given back -files inodes (statfs, a few µs a poll: no
-// listing of the directory, no status call whose answer may be cached), while one
-// client calls POST /v1/launch back to back. It prints one result line: the drain's
+// listing of the directory, no status call whose answer may be cached), while a
+// launcher calls POST /v1/launch every -launch-every (each call prunes up to its own
+// budget, as it does in production). It prints one result line: the drain's
 // wall time (value, ms) and the launch latencies; the daemon's events about it go to
 // stderr. The daemon may add -allow inodes of its own (the reserve file), so the end is
 // when at most that many are left above the count without the site's entries. The filesystem must hold nothing else that changes (a tmpfs or loop mount of
@@ -38,6 +39,7 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	site := fs.String("site", "bench", "the site's name, for the launch calls")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	allow := fs.Int("allow", 1, "inodes the daemon itself may add to the filesystem (its reserve file)")
+	every := fs.Duration("launch-every", 200*time.Millisecond, "one launch call this often (a launcher's pace); each prunes what it may itself")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -107,6 +109,7 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				sleep(ctx, 5*time.Millisecond)
 			default:
 				ls = append(ls, time.Since(t0))
+				sleep(ctx, *every-time.Since(t0))
 				if code != http.StatusOK {
 					nerr++
 					if firstErr == "" {

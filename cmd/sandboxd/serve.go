@@ -80,11 +80,8 @@ func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides) 
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if err := d.Reload(); err != nil {
-					logger.Error("config reload rejected; keeping the last good config", "err", err)
-				} else {
-					logger.Info("config reloaded")
-				}
+				// The config event of the reload is its one log line (ERROR when rejected).
+				d.Reload()
 			}
 		}
 	}()

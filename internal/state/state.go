@@ -27,6 +27,16 @@ type Store struct {
 	mem     map[string][]byte // last value of every document saved or loaded
 	lastErr error             // the last write failure, nil once a write succeeds again
 	onWrite func(path string, bytes int64)
+	onFlip  func(err error)
+}
+
+// OnPersistChange sets f to be called (outside the store's lock) whenever a write's
+// outcome flips persistence: with the error when writes start failing, with nil when one
+// succeeds again. The daemon raises and clears StateNotPersistent with it.
+func (s *Store) OnPersistChange(f func(err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onFlip = f
 }
 
 // OnWrite sets f to be told, before each document is written, where and about how many
@@ -122,8 +132,13 @@ func (s *Store) Save(name string, v any) error {
 	s.mu.Unlock()
 	werr := s.write(name, b)
 	s.mu.Lock()
+	flipped := (werr == nil) != (s.lastErr == nil)
 	s.lastErr = werr
+	f := s.onFlip
 	s.mu.Unlock()
+	if flipped && f != nil {
+		f(werr)
+	}
 	return werr
 }
 

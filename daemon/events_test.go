@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// floodAs makes n POST path calls over 8 connections from a child running as uid, and
+// answers how many got each status.
+func floodAs(t *testing.T, td *testDaemon, uid uint32, path string, n int) string {
+	t.Helper()
+	helper := filepath.Join(td.dir, "helper.test")
+	if _, err := os.Stat(helper); err != nil {
+		if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(helper, b, 0o755) != nil {
+			t.Fatalf("copy test binary: %v", err)
+		}
+	}
+	cmd := exec.Command(helper, "-test.run=^TestHelperFlood$")
+	cmd.Dir = td.dir
+	cmd.Env = append(os.Environ(), "SANDBOXD_FLOOD="+strconv.Itoa(n)+" "+path, "SANDBOXD_HELPER_SOCKET="+td.sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("flood as uid %d: %v\n%s", uid, err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if s, ok := strings.CutPrefix(l, "STATUSES "); ok {
+			return s
+		}
+	}
+	t.Fatalf("flood printed no statuses:\n%s", out)
+	return ""
+}
+
+// TestHelperFlood is the child of floodAs.
+func TestHelperFlood(t *testing.T) {
+	spec := os.Getenv("SANDBOXD_FLOOD")
+	if spec == "" {
+		t.Skip("helper process only")
+	}
+	ns, path, _ := strings.Cut(spec, " ")
+	n, _ := strconv.Atoi(ns)
+	sock := os.Getenv("SANDBOXD_HELPER_SOCKET")
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return net.Dial("unix", sock)
+	}}}
+	var mu sync.Mutex
+	counts := map[int]int{}
+	work := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				resp, err := c.Post("http://sandboxd"+path, "application/json", strings.NewReader("{}"))
+				code := -1
+				if err == nil {
+					code = resp.StatusCode
+					resp.Body.Close()
+				}
+				mu.Lock()
+				counts[code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("STATUSES %v\n", counts)
+}
+
+// TestRefusalFloodKeepsTrail (issue 13 item 4): 2,000 refused POST /v1/reclaim calls
+// from uid 65534 leave a handful of refusal events (one at once, the rest counted in one
+// event per 10 s window) and a handful of WARN lines, and the earlier lifecycle and
+// reserve events are still in /v1/events.
+func TestRefusalFloodKeepsTrail(t *testing.T) {
+	testenv.RequireRoot(t)
+	mnt := testenv.Tmpfs(t, 64<<20, 0)
+	var logs testenv.SyncBuffer
+	td := startDaemon(t, fmt.Sprintf("site = []\n[[filesystem]]\npath = %q\nreserve = \"1MiB\"\nreclaim_below = \"1MiB\"\nreplace_below = \"0\"\n", mnt),
+		func(o *Options) { o.Logger = slogTo(&logs) })
+	poll(t, 20*time.Second, "the ready and reserve events", func() bool {
+		return len(td.eventsWith(t, api.EventReserve, "armed")) == 1 && len(td.eventsWith(t, api.EventLifecycle, "ready")) == 1
+	})
+	// A prune-sized flood of the main ring: every earlier event must survive in the kept ring.
+	for i := 0; i < 1500; i++ {
+		td.d.events.Record(api.Event{Kind: api.EventPrune, Subject: "flood", Message: "pruned 1 file"})
+	}
+
+	if got := floodAs(t, td, 65534, "/v1/reclaim", 2000); got != "map[403:2000]" {
+		t.Fatalf("flood answers %s, want 2,000 × 403", got)
+	}
+	evs := td.events(t)
+	if !hasEvent(evs, api.EventLifecycle, "daemon starting") || !hasEvent(evs, api.EventLifecycle, "ready") ||
+		!hasEvent(evs, api.EventReserve, "armed") {
+		for _, e := range evs {
+			if e.Kind != api.EventPrune {
+				t.Logf("kept: %d %s %s", e.Seq, e.Kind, e.Message)
+			}
+		}
+		t.Errorf("lifecycle or reserve events pushed out of the trail by the flood")
+	}
+	refusals := 0
+	for _, e := range evs {
+		if e.Kind == api.EventRefusal {
+			refusals++
+		}
+	}
+	if refusals != 1 {
+		t.Errorf("%d refusal events right after the flood, want 1 (the rest are counted when the window ends)", refusals)
+	}
+	poll(t, 2*refusalInterval, "the coalesced refusal event", func() bool {
+		return len(td.eventsWith(t, api.EventRefusal, "1,999 more like this")) == 1
+	})
+	e := td.eventsWith(t, api.EventRefusal, "1,999 more like this")[0]
+	if e.Fields["count"] != float64(1999) || e.Fields["uid"] != float64(65534) {
+		t.Errorf("coalesced event fields %+v; want count 1999, uid 65534", e.Fields)
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"refused a mutating call"); n != 1 {
+		t.Errorf("%d WARN lines for the first refusal, want 1", n)
+	}
+	if n := strings.Count(logs.String(), "1,999 more like this"); n != 1 {
+		t.Errorf("%d log lines for the coalesced refusals, want 1", n)
+	}
+	page, _ := td.client.Events(context.Background(), 0)
+	if !page.Dropped {
+		t.Error("the trail does not say that events were dropped (1,500 prunes went through a ring of 1,000)")
+	}
+}
+
+// TestEventsLoggedOnceEach (issue 14 item 7): a component's event is one log line with both
+// its component and its seq; a rejected reload is one ERROR line and no INFO line.
+func TestEventsLoggedOnceEach(t *testing.T) {
+	var logs testenv.SyncBuffer
+	dir := t.TempDir()
+	td := startDaemon(t, noSites(dir), func(o *Options) { o.Logger = slogTo(&logs) })
+	poll(t, 20*time.Second, "the start-up reclaim", func() bool { return len(td.eventsWith(t, api.EventReclaimRun, "")) > 0 })
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "kind=reclaim") && strings.Contains(l, "subject=startup") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "component=reclaim") || !strings.Contains(lines[0], "seq=") {
+		t.Errorf("start-up reclaim logged as %q; want one line with component= and seq=", lines)
+	}
+
+	good, _ := os.ReadFile(td.d.opts.ConfigPath)
+	os.WriteFile(td.d.opts.ConfigPath, []byte(string(good)+"\nbogus = 1\n"), 0o644)
+	before := len(logs.String())
+	if err := td.d.Reload(); err == nil {
+		t.Fatal("a broken file was accepted")
+	}
+	after := logs.String()[before:]
+	if strings.Count(after, "\n") != 1 || !strings.Contains(after, "level=ERROR") || !strings.Contains(after, "rejected") {
+		t.Errorf("a rejected reload logged %q; want one ERROR line", after)
+	}
+}
+
+// slogTo is a text logger at debug level writing to w.
+func slogTo(w *testenv.SyncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
