@@ -153,15 +153,15 @@ func TestEventsLoggedOnceEach(t *testing.T) {
 	var logs testenv.SyncBuffer
 	dir := t.TempDir()
 	td := startDaemon(t, noSites(dir), func(o *Options) { o.Logger = slogTo(&logs) })
-	poll(t, 20*time.Second, "the start-up reclaim", func() bool { return len(td.eventsWith(t, api.EventReclaimRun, "")) > 0 })
+	poll(t, 20*time.Second, "the reserve armed", func() bool { return len(td.eventsWith(t, api.EventReserve, "armed")) > 0 })
 	var lines []string
 	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "kind=reclaim") && strings.Contains(l, "subject=startup") {
+		if strings.Contains(l, "kind=reserve") && strings.Contains(l, "armed") {
 			lines = append(lines, l)
 		}
 	}
 	if len(lines) != 1 || !strings.Contains(lines[0], "component=reclaim") || !strings.Contains(lines[0], "seq=") {
-		t.Errorf("start-up reclaim logged as %q; want one line with component= and seq=", lines)
+		t.Errorf("the reserve event logged as %q; want one line with component= and seq=", lines)
 	}
 
 	good, _ := os.ReadFile(td.d.opts.ConfigPath)
