@@ -40,6 +40,8 @@ const DefaultCallBudget = 256
 // DefaultCallBudget) and never past ctx. It reads only the index and cached liveness,
 // never /proc or the directory listing; what is left is drained in the background and
 // counted in Pending. A site that cannot be cleaned says why in Problem (not an error).
+// A call that arrives before the site's first scan waits for it, within ctx (so callers
+// pass a deadline).
 func (m *Manager) Prune(ctx context.Context, site string, maxFiles int) (PruneResult, error) {
 	s, err := m.site(site)
 	if err != nil {
@@ -76,13 +78,12 @@ func (m *Manager) PruneAll(ctx context.Context) []PruneResult {
 }
 
 // waitStarted lets a call made right after start-up find the site scanned, within ctx.
+// It waits whether or not Run has begun: the daemon serves calls while the goroutine that
+// calls Run may not have been scheduled yet (a loaded machine, or a reload that replaced
+// the manager), and a call that went ahead would find the index empty and answer for a
+// site it had not looked at (0 files, nothing to prune, a full disk refused as
+// replace_sandbox). A manager that is never run answers "not scanned yet" when ctx ends.
 func (m *Manager) waitStarted(ctx context.Context, s *site) {
-	m.mu.Lock()
-	running := m.runCtx != nil
-	m.mu.Unlock()
-	if !running {
-		return
-	}
 	select {
 	case <-s.started:
 	case <-ctx.Done():
