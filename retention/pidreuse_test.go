@@ -25,7 +25,10 @@ func TestPidReuse(t *testing.T) {
 	testenv.RequireRoot(t)
 	if os.Getenv(inPidNSEnv) == "" {
 		unshare := testenv.RequireCommand(t, "unshare")
-		cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0],
+		// --mount-proc makes a mount namespace too: it lets go of other tests' FUSE mounts
+		// first, or their servers would outlive their unmount while this test runs.
+		cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "/bin/sh", "-c",
+			testenv.DetachFUSECopies()+"\nexec \"$0\" \"$@\"", os.Args[0],
 			"-test.run=^TestPidReuse$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), inPidNSEnv+"=1")
 		out, err := cmd.CombinedOutput()

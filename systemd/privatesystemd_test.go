@@ -130,6 +130,8 @@ func bootScript(dir string, p *privateSystemd, cgroups []cgroupDir, sd string) s
 	var b strings.Builder
 	q := strconv.Quote
 	fmt.Fprintln(&b, "set -eu")
+	// Let go of the copies of other tests' FUSE mounts, or their servers outlive their unmount.
+	fmt.Fprintln(&b, testenv.DetachFUSECopies())
 	for _, c := range cgroups {
 		fmt.Fprintf(&b, "echo 0 > %s\n", q(filepath.Join(c.dir, "cgroup.procs")))
 	}

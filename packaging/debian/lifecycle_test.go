@@ -43,7 +43,9 @@ func newDpkgRoot(t *testing.T) *dpkgRoot {
 // --force-depends: the root has no libc6 package.
 func (r *dpkgRoot) dpkg(args ...string) string {
 	r.t.Helper()
-	script := `mount -t tmpfs sandboxd-test /run && exec "$@"`
+	// The namespace lets go of other tests' FUSE mounts first (their servers would outlive
+	// their unmount while dpkg runs).
+	script := testenv.DetachFUSECopies() + "\n" + `mount -t tmpfs sandboxd-test /run && exec "$@"`
 	argv := append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", "dpkg",
 		"--root=" + r.root, "--force-script-chrootless", "--force-depends", "--log=" + filepath.Join(r.root, "dpkg.log")}, args...)
 	out, err := exec.Command("unshare", argv...).CombinedOutput()

@@ -138,6 +138,9 @@ func nsBootScript(dir, run string, keep []string, cgroups []cgroupDir, sd string
 	var b strings.Builder
 	q := strconv.Quote
 	fmt.Fprintln(&b, "set -eu")
+	// Let go of the copies of other tests' FUSE mounts (their servers would outlive their
+	// unmount); those under keep are the test's own.
+	fmt.Fprintln(&b, testenv.DetachFUSECopies(keep...))
 	for _, c := range cgroups {
 		fmt.Fprintf(&b, "echo 0 > %s\n", q(filepath.Join(c.dir, "cgroup.procs")))
 	}
