@@ -95,3 +95,29 @@ func TestDrainRateAndPressure(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainReportsProgress: a drain longer than drainProgressEvery reports how far it got
+// (progress events, at most one per period) before its one closing event.
+func TestDrainReportsProgress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~12 s: a drain longer than the progress period")
+	}
+	dir := testenv.Tmpfs(t, 64<<20, 0)
+	files := staleSite(t, dir, 250) // 1,750 entries at 150 files/s: ~11.7 s
+	sc := siteCfg("s", dir)
+	sc.DrainRate = 150
+	h := run(t, Options{Sites: []SiteConfig{sc}})
+	waitFor(t, "the drain", func() bool { return len(drainEvents(h)) > 0 })
+	var progress []api.Event
+	for _, e := range h.events.kinds(api.EventPrune) {
+		if e.Fields["progress"] == true {
+			progress = append(progress, e)
+		}
+	}
+	if len(progress) != 1 || !strings.Contains(progress[0].Message, "so far") || progress[0].Fields["pending"] == nil {
+		t.Fatalf("progress events %+v; want one (a drain of ~11.7 s, one per 10 s)", progress)
+	}
+	if f := drainEvents(h)[0].Fields; f["files"] != int64(files) {
+		t.Errorf("closing event files %v, want %d", f["files"], files)
+	}
+}
