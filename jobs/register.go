@@ -197,7 +197,20 @@ func (m *Manager) place(j *job, fd int) error {
 		return api.NewProblem(api.CodeJobsUnavailable, "cgroup root %s: %v", m.root, err)
 	}
 	dir := j.Cgroup
-	if err := unix.Mkdir(dir, 0o755); err != nil {
+	err := unix.Mkdir(dir, 0o755)
+	if errors.Is(err, unix.ENOENT) {
+		// <root>/jobs went away since it was made (an admin, another daemon on the same
+		// root stopping): make it again rather than refuse every registration until a
+		// restart ("create cgroup .../jobs/leak-x: no such file or directory").
+		m.mu.Lock()
+		m.rootReady = false
+		m.mu.Unlock()
+		if err := m.ensureRoot(); err != nil {
+			return api.NewProblem(api.CodeJobsUnavailable, "cgroup root %s: %v", m.root, err)
+		}
+		err = unix.Mkdir(dir, 0o755)
+	}
+	if err != nil {
 		if !errors.Is(err, unix.EEXIST) {
 			return api.NewProblem(api.CodeJobsUnavailable, "create cgroup %s: %v", dir, err)
 		}

@@ -162,10 +162,7 @@ func runJobsLeaks(ctx context.Context, inv *invocation, clean bool) int {
 		}
 	}
 	if len(rep.Leaks) > 0 {
-		what := "found"
-		if clean {
-			what = "found and cleaned (still a failure: they had leaked)"
-		}
+		what := leakSummary(rep.Leaks, clean)
 		fmt.Fprintf(inv.stderr, "%s: %d leak(s) %s\n", inv.name, len(rep.Leaks), what)
 		return exitLeaks
 	}
@@ -191,4 +188,25 @@ func statusJobs(w io.Writer, st *api.Status, now time.Time) {
 	if j.NextLapse != "" && j.NextLapseAt != nil {
 		fmt.Fprintf(w, "  next to lapse %s, %s\n", j.NextLapse, untilText(now, *j.NextLapseAt))
 	}
+}
+
+// leakSummary is what the leak check's last stderr line says of the leaks found: with
+// --clean, what the clean did (an end that failed is no clean).
+func leakSummary(leaks []api.Leak, clean bool) string {
+	if !clean {
+		return "found"
+	}
+	ended := 0
+	for _, l := range leaks {
+		if l.Cleaned {
+			ended++
+		}
+	}
+	switch ended {
+	case len(leaks):
+		return "found and cleaned (still a failure: they had leaked)"
+	case 0:
+		return "found; none could be ended (see above)"
+	}
+	return fmt.Sprintf("found; %d ended, %d could not be (see above)", ended, len(leaks)-ended)
 }
