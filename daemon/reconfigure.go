@@ -127,11 +127,13 @@ func (d *Daemon) checkSites(next *config.Config) error {
 // (no prune of it runs any more) before the new one, which scans the sites afresh, starts.
 func (d *Daemon) reconfigureSites(_ context.Context, c *components, prev, next *config.Config) (string, bool, error) {
 	if prev.Server.Mode != next.Server.Mode {
+		// Stopped first: its Run saves the first sightings as it returns, and the new
+		// manager loads them (checkSites has validated next, so New cannot fail on it).
+		c.run.stop("retention")
 		m, err := d.newSites(next)
 		if err != nil {
 			return "", false, err
 		}
-		c.run.stop("retention")
 		c.sites = m
 		return "sites restarted for mode " + next.Server.Mode, true, nil
 	}
