@@ -47,7 +47,7 @@ func runDrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	argv := fs.Args()
 	if *dir == "" || *files <= 0 || *socket == "" || len(argv) == 0 {
-		return errors.New("usage: drain -dir SITE -files N -socket S [-test T] -- SANDBOXD serve ...")
+		return errors.New("usage: drain -dir SITE -files N -socket S [-test T] -- SANDBOXD serve ARGS")
 	}
 	used := func() (uint64, error) {
 		if *listing {
