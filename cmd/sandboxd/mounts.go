@@ -187,7 +187,8 @@ func runMountsRm(ctx context.Context, inv *invocation, name string, unmount *boo
 	switch {
 	case r.Unmounted:
 		verdict = "released " + name + "; unmounted"
-	case nothingMounted(r.Steps):
+	case nothingMounted(r.Steps) || r.Mount.State == api.MountMissing:
+		// Not "left mounted" for a path where nothing was mounted (state missing).
 		verdict = "released " + name + "; nothing was mounted there"
 	case unmountAsked(r.Steps):
 		verdict = "released " + name + "; NOT unmounted (see the steps above)"
