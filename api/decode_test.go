@@ -126,7 +126,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"need_bytes":1e400}`, `{"deadline":-5}`, `{"dry_run":true,"target_free":"2GiB","release_reserve":true}`,
 		`{"a":{"b":[1,2,{"c":null}]}}`, "{\"site\":\"\\u0000\\ud800\"}", `{"need_bytes":"9223372036854775807"}`,
 		`{"id":"a1b2","pid":4242,"ttl":"3m","max_lifetime":"15m","grace":"10s","site":"aura-bg","labels":{"turn":"17"}}`,
-		`{"pid":-1,"ttl":"-1s"}`, `{"extend":"2m"}`, `{"labels":{"a":1}}`} {
+		`{"pid":-1,"ttl":"-1s"}`, `{"extend":"2m"}`, `{"labels":{"a":1}}`,
+		`{"name":"agent-s17","path":"/srv/s17","required":true,"job":"a1b2","probe_interval":"-1s","links":[{"path":"/a","target":"/b"}],"credential_expires_at":"2026-12-01T10:15:00Z"}`,
+		`{"expires_at":"9999-12-31T23:59:59Z"}`, `{"expires_at":"garbage"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -155,6 +157,17 @@ func FuzzDecodeRequest(f *testing.F) {
 		if _, err := DecodeRequest(bytes.NewReader(body), &hb); err == nil && hb.Extend != nil && *hb.Extend < 0 {
 			t.Fatalf("negative extend accepted from %q", body)
 		}
+		// The runtime-mount bodies (v1.1) go through the same decoder.
+		var mr MountRegistration
+		if _, err := DecodeRequest(bytes.NewReader(body), &mr); err == nil {
+			for _, d := range []*Duration{mr.ProbeInterval, mr.ProbeTimeout} {
+				if d != nil && *d < 0 {
+					t.Fatalf("negative duration accepted in a mount registration from %q", body)
+				}
+			}
+		}
+		var cp CredentialPush
+		DecodeRequest(bytes.NewReader(body), &cp)
 	})
 }
 
