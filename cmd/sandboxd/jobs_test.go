@@ -126,7 +126,7 @@ func TestRunJobsAndRestart(t *testing.T) {
 	pids := t.TempDir()
 
 	// A runner: starts the job with sandboxd run, then beats for it every 200ms.
-	runner := exec.Command("/bin/sh", "-c", fmt.Sprintf(`%s run --id crash --site s --ttl 1s -- sh -c 'setsid sh -c "echo \$\$ > %s/grand; exec sleep 600" & echo $$ > %s/cmd; exec sleep 600' &
+	runner := exec.Command("/bin/sh", "-c", fmt.Sprintf(`%s run --id crash --site s --ttl 3s -- sh -c 'setsid sh -c "echo \$\$ > %s/grand; exec sleep 600" & echo $$ > %s/cmd; exec sleep 600' &
 while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, pids, pids, binary))
 	runner.Env = append(os.Environ(), env...)
 	if err := runner.Start(); err != nil {
@@ -140,14 +140,20 @@ while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, p
 			t.Errorf("process %d is not in the job's cgroup (cgroup.procs %q)", p, procs)
 		}
 	}
-	time.Sleep(2 * time.Second) // twice the ttl: the runner's heartbeats keep it
-	if j := jobState(t, sock, "crash"); j.State != api.JobRunning || j.Heartbeats < 3 {
-		t.Fatalf("after 2s of a 1s lease with heartbeats: %+v", j)
-	}
+	// The runner's heartbeats keep it past its ttl: 20 of them, each at least 0.2 s after
+	// the last, span more than the 3 s lease. Counted, not timed: a loaded machine only
+	// makes the wait longer (a lease lapses only after 3 s without a heartbeat).
+	waitUntil(t, 60*time.Second, "20 heartbeats of the running job", func() bool {
+		j := jobState(t, sock, "crash")
+		if j.State != api.JobRunning {
+			t.Fatalf("a heartbeating job ended: %+v", j)
+		}
+		return j.Heartbeats >= 20
+	})
 	// sandboxd run sends no heartbeat of its own: only the runner's count.
 	runner.Process.Kill() // the runner crashes; its job must end by the lease
 	runner.Wait()
-	waitUntil(t, 15*time.Second, "the crashed runner's job to end", func() bool { return jobState(t, sock, "crash").State == api.JobKilled })
+	waitUntil(t, 60*time.Second, "the crashed runner's job to end", func() bool { return jobState(t, sock, "crash").State == api.JobKilled })
 	if j := jobState(t, sock, "crash"); j.Reason != api.ReasonLeaseExpired {
 		t.Errorf("reason %q", j.Reason)
 	}
@@ -163,7 +169,7 @@ while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, p
 		id  string
 		pid int
 		ttl string
-	}{{"long", long.Process.Pid, "4s"}, {"short", short.Process.Pid, "1s"}} {
+	}{{"long", long.Process.Pid, "8s"}, {"short", short.Process.Pid, "1s"}} {
 		body := fmt.Sprintf(`{"id": %q, "pid": %d, "ttl": %q}`, reg.id, reg.pid, reg.ttl)
 		out, err := exec.Command("curl", "-sS", "--unix-socket", sock, "http://sandboxd/v1/jobs", "-d", body).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), `"state":"running"`) {
@@ -181,7 +187,7 @@ while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, p
 	if j := jobState(t, sock, "long"); j.State != api.JobRunning {
 		t.Fatalf("after the restart, long = %+v; logs:\n%s", j, logs.String())
 	}
-	waitUntil(t, 15*time.Second, "long's lease to lapse after the restart", func() bool { return jobState(t, sock, "long").State == api.JobKilled })
+	waitUntil(t, 60*time.Second, "long's lease to lapse after the restart", func() bool { return jobState(t, sock, "long").State == api.JobKilled })
 	if alivePid(long.Process.Pid) || alivePid(short.Process.Pid) {
 		t.Error("a job's process survived its lease across the restart")
 	}
