@@ -64,7 +64,17 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 			strings.Join(unknownMounts, ", "))
 	}
 	resp := &api.LaunchResponse{OK: true, PrunedJobs: []string{}, Mounts: nonNil(mounts)}
-	notes, err := c.pruneSite(ctx, req.Site, resp)
+	// Room for the call: no pressure condition on the site's filesystem and, measured now,
+	// above its reclaim thresholds with the call's needs fitting. With room and a drain at
+	// work on the site's backlog, the call leaves the backlog to the drain.
+	roomy := func(path string) bool {
+		if d.underPressure(path) {
+			return false
+		}
+		fs, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
+		return err == nil && !fs.Unavailable() && !need.short(fs) && !fs.BelowReclaim()
+	}
+	notes, err := c.pruneSite(ctx, req.Site, resp, roomy)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +124,11 @@ func (n launchNeeds) short(fs api.Filesystem) bool { return short(fs, n.bytes, n
 // pruneSite runs the call's bounded retention on its site (name "" = the only site) and
 // fills resp's site and prune fields; it returns the notes the detail line carries. No
 // site is pruned when none is configured; a missing name among several is bad_request.
-func (c *components) pruneSite(ctx context.Context, name string, resp *api.LaunchResponse) ([]string, error) {
+// While the site's background drain works on its backlog and roomy says the site's
+// filesystem already has what the call needs, the call prunes nothing itself: the drain
+// deletes at its drain_rate, with one event, and the call reports pending_prune
+// (CONTRACT §5). A call under pressure, or whose needs do not fit, still prunes.
+func (c *components) pruneSite(ctx context.Context, name string, resp *api.LaunchResponse, roomy func(path string) bool) ([]string, error) {
 	names := c.sites.SiteNames()
 	if name == "" && len(names) != 1 {
 		if len(names) > 1 {
@@ -124,7 +138,15 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 		return nil, nil
 	}
 	var notes []string
-	pr, err := c.sites.Prune(ctx, name, retention.DefaultCallBudget)
+	var pr retention.PruneResult
+	var err error
+	left := false
+	if path, draining, derr := c.sites.Draining(name); derr == nil && draining && roomy(path) {
+		pr, err = c.sites.LeaveToDrain(ctx, name)
+		left = true
+	} else {
+		pr, err = c.sites.Prune(ctx, name, retention.DefaultCallBudget)
+	}
 	if errors.Is(err, retention.ErrUnknownSite) {
 		return nil, api.NewProblem(api.CodeNotFound, "%v", err)
 	}
@@ -146,7 +168,11 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	}
 	notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %s files (%s) in this call",
 		name, api.FormatCount(uint64(max(site.Files, 0))), verb, api.FormatCount(uint64(max(pr.Files, 0))), api.FormatSize(uint64(max(pr.Bytes, 0)))))
-	if pr.Pending > 0 {
+	switch {
+	case left && pr.Pending > 0:
+		notes = append(notes, fmt.Sprintf("%s expired files left to the background drain at work on the site (the filesystem has room for this call)",
+			api.FormatCount(uint64(max(pr.Pending, 0)))))
+	case pr.Pending > 0:
 		notes = append(notes, fmt.Sprintf("%s expired files left to the background drain", api.FormatCount(uint64(max(pr.Pending, 0)))))
 	}
 	if pr.Problem != "" {

@@ -56,6 +56,7 @@ func (s *site) drainLoop(ctx context.Context) {
 			return
 		case <-s.drainKick:
 		}
+		s.draining.Store(true)
 		var d *drainRun
 		for ctx.Err() == nil {
 			if s.waiting.Load() > 0 {
@@ -93,6 +94,7 @@ func (s *site) drainLoop(ctx context.Context) {
 			// scheduler next preempts (up to 10 ms on a busy machine).
 			runtime.Gosched()
 		}
+		s.draining.Store(false)
 		if d != nil {
 			d.stopped = ctx.Err() != nil
 			s.m.emit(d.event(s, false))

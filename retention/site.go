@@ -26,6 +26,9 @@ type site struct {
 	sem chan struct{}
 	// waiting counts launch calls waiting for sem; the drain yields to them between batches.
 	waiting atomic.Int32
+	// draining is set while the drain worker works on a backlog: from its kick until a
+	// batch finds nothing left to claim (a launch call with room leaves the backlog to it).
+	draining atomic.Bool
 	// drainKick wakes the drain worker; recheckNow asks the site loop to reconcile now.
 	drainKick  chan struct{}
 	recheckNow chan struct{}
