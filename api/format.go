@@ -8,7 +8,7 @@ import (
 
 // FormatDuration renders a duration for a person in the one style every message and
 // the CLI use: Go's duration syntax, trimmed and rounded to what a person reads —
-// "45s", "4m10s", "10m", "2h57m", "36h". Under a second it keeps milliseconds ("250ms").
+// "1.5s", "45s", "4m10s", "10m", "2h57m", "36h". Under a second it keeps milliseconds ("250ms").
 func FormatDuration(d time.Duration) string {
 	if d < 0 {
 		return "-" + FormatDuration(-d)
@@ -16,8 +16,12 @@ func FormatDuration(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "0s"
+	case d < time.Millisecond:
+		// as is ("1ns", "250µs"): rounding would read "0s", which it is not
 	case d < time.Second:
 		d = d.Round(time.Millisecond)
+	case d < 10*time.Second:
+		d = d.Round(100 * time.Millisecond) // a configured 1.5s stays 1.5s
 	case d < time.Hour:
 		d = d.Round(time.Second)
 	default:

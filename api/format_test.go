@@ -12,7 +12,10 @@ func TestFormatDuration(t *testing.T) {
 		want string
 	}{
 		{0, "0s"},
+		{time.Nanosecond, "1ns"},
 		{250 * time.Millisecond, "250ms"},
+		{1500 * time.Millisecond, "1.5s"},
+		{1234 * time.Millisecond, "1.2s"},
 		{45 * time.Second, "45s"},
 		{4*time.Minute + 10*time.Second, "4m10s"},
 		{10 * time.Minute, "10m"},

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // TimeoutError is a call that the caller's own limit (Client.Timeout, or the context's
@@ -24,7 +26,7 @@ type TimeoutError struct {
 func (e *TimeoutError) Error() string {
 	limit := "before the caller's deadline"
 	if e.Limit > 0 {
-		limit = fmt.Sprintf("within the caller's limit of %v", e.Limit)
+		limit = fmt.Sprintf("within the caller's limit of %s", api.FormatDuration(e.Limit))
 	}
 	if e.Connected {
 		return fmt.Sprintf("no answer from sandboxd at %s %s (the socket took the connection; the call may still complete in the daemon)", e.Socket, limit)

@@ -19,7 +19,7 @@ func deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) 
 		parts = append(parts, fs.Fingerprint()+" (last sample)")
 	}
 	parts = append(parts, notes...)
-	parts = append(parts, fmt.Sprintf("the call's deadline (%s) passed before statfs answered: retry with a longer deadline", deadline))
+	parts = append(parts, fmt.Sprintf("the call's deadline (%s) passed before statfs answered: retry with a longer deadline", api.FormatDuration(deadline)))
 	p := api.NewProblem(api.CodeBusy, "%s", strings.Join(parts, "; "))
 	p.RetryAfterSeconds = 1
 	return p

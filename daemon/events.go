@@ -191,7 +191,7 @@ func (l *eventLog) flushRefusals(k string) {
 	}
 	fields["count"], fields["coalesced"] = n, true
 	e.Fields, e.Time, e.Seq = fields, time.Time{}, 0
-	e.Message = fmt.Sprintf("%s more like this within %s; the last: %s", api.FormatCount(uint64(n)), refusalInterval, e.Message)
+	e.Message = fmt.Sprintf("%s more like this within %s; the last: %s", api.FormatCount(uint64(n)), api.FormatDuration(refusalInterval), e.Message)
 	l.append(e, component, 0)
 }
 

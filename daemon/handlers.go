@@ -14,7 +14,7 @@ func (d *Daemon) handleLivez(w http.ResponseWriter, r *http.Request) error {
 	age := d.now().Sub(time.Unix(0, d.lastLoop.Load()))
 	if age > 3*supervisorPeriod {
 		writeJSON(w, http.StatusServiceUnavailable, api.Livez{Status: "stalled",
-			Reason: "supervisor loop last ran " + age.Round(time.Millisecond).String() + " ago"})
+			Reason: "supervisor loop last ran " + api.FormatDuration(age) + " ago"})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, api.Livez{Status: "ok"})

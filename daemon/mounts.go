@@ -228,13 +228,13 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 	}
 	if req.ProbeInterval != nil {
 		if req.ProbeInterval.D() <= 0 {
-			return zero, mountwatch.Registration{}, bad("probe_interval", "%v: want a duration above zero", req.ProbeInterval.D())
+			return zero, mountwatch.Registration{}, bad("probe_interval", "%s: want a duration above zero", api.FormatDuration(req.ProbeInterval.D()))
 		}
 		mc.ProbeInterval = req.ProbeInterval.D()
 	}
 	if req.ProbeTimeout != nil {
 		if req.ProbeTimeout.D() <= 0 {
-			return zero, mountwatch.Registration{}, bad("probe_timeout", "%v: want a duration above zero", req.ProbeTimeout.D())
+			return zero, mountwatch.Registration{}, bad("probe_timeout", "%s: want a duration above zero", api.FormatDuration(req.ProbeTimeout.D()))
 		}
 		mc.ProbeTimeout = req.ProbeTimeout.D()
 	}

@@ -58,7 +58,7 @@ func (m *Manager) startEndLocked(j *job, reason string) {
 		defer wg.Done()
 		// Said here, off the registry's lock: the event sink is the daemon's.
 		m.opts.Logger.Info("ending job", "job", j.ID, "reason", reason, "grace", j.Grace, "cgroup", j.Cgroup)
-		m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: "ending job: " + reason + " (SIGTERM, then SIGKILL after " + j.Grace.String() + ")",
+		m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: "ending job: " + reason + " (SIGTERM, then SIGKILL after " + api.FormatDuration(j.Grace) + ")",
 			Fields: map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup}})
 		m.runEnd(ctx, j)
 	}()
@@ -134,7 +134,7 @@ func (m *Manager) finish(j *job, state, reason, dir string) {
 	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir}
 	msg := "job " + state + ": " + reason
 	if state == api.JobLeaked {
-		msg = "job leaked: processes left after SIGKILL and " + m.opts.KillWait.String()
+		msg = "job leaked: processes left after SIGKILL and " + api.FormatDuration(m.opts.KillWait)
 		m.opts.Logger.Error("job leaked", "job", j.ID, "cgroup", dir, "reason", reason)
 	} else {
 		m.opts.Logger.Info("job "+state, "job", j.ID, "reason", reason)

@@ -78,7 +78,7 @@ func TestRegisterRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if life := j.DeadlineAt.Sub(j.StartedAt); life > time.Hour+time.Second || len(j.Warnings) != 1 || !strings.Contains(j.Warnings[0], "clamped") {
+	if life := j.DeadlineAt.Sub(j.StartedAt); life > time.Hour+time.Second || len(j.Warnings) != 1 || !strings.Contains(j.Warnings[0], "max_lifetime 48h is above the cap [jobs] max_lifetime = 1h: clamped to 1h") {
 		t.Errorf("max_lifetime 48h under a 1h cap: deadline %s after start, warnings %q", life, j.Warnings)
 	}
 	// The same id again while alive: conflict; the same pid under another id: conflict.

@@ -115,7 +115,7 @@ func (m *Manager) unleased(pf PidFile, boot int64, known map[string]bool) (api.L
 	return api.Leak{Kind: api.LeakUnleased, Job: pf.Job, Site: pf.Site, PID: pf.PID, Processes: 1,
 		AgeSeconds: age.Seconds(),
 		Detail: fmt.Sprintf("process %d named by %s's %s.pid has run for %s with no lease (unleased_max %s)",
-			pf.PID, pf.Site, pf.Job, age.Round(time.Second), limit)}, true
+			pf.PID, pf.Site, pf.Job, api.FormatDuration(age), api.FormatDuration(limit))}, true
 }
 
 // clean ends what l found. An unleased process is first adopted into a cgroup of its own

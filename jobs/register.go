@@ -67,16 +67,16 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	ttl := lim.DefaultTTL
 	if req.TTL != nil {
 		if ttl = req.TTL.D(); ttl <= 0 {
-			return api.Job{}, bad("field \"ttl\": the lease must be longer than 0s, got %s", ttl)
+			return api.Job{}, bad("field \"ttl\": the lease must be longer than 0s, got %s", api.FormatDuration(ttl))
 		}
 	}
 	life := lim.MaxLifetime
 	if req.MaxLifetime != nil {
 		switch v := req.MaxLifetime.D(); {
 		case v <= 0:
-			return api.Job{}, bad("field \"max_lifetime\": must be longer than 0s, got %s", v)
+			return api.Job{}, bad("field \"max_lifetime\": must be longer than 0s, got %s", api.FormatDuration(v))
 		case v > life:
-			warnings = append(warnings, fmt.Sprintf("max_lifetime %s is above the cap [jobs] max_lifetime = %s: clamped to %s", v, life, life))
+			warnings = append(warnings, fmt.Sprintf("max_lifetime %s is above the cap [jobs] max_lifetime = %s: clamped to %s", api.FormatDuration(v), api.FormatDuration(life), api.FormatDuration(life)))
 		default:
 			life = v
 		}
@@ -84,7 +84,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	grace := lim.Grace
 	if req.Grace != nil {
 		if grace = req.Grace.D(); grace > maxGrace {
-			warnings = append(warnings, fmt.Sprintf("grace %s is above %s: clamped to %s", grace, maxGrace, maxGrace))
+			warnings = append(warnings, fmt.Sprintf("grace %s is above %s: clamped to %s", api.FormatDuration(grace), api.FormatDuration(maxGrace), api.FormatDuration(maxGrace)))
 			grace = maxGrace
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // child is a process that mountwatch started and reaps asynchronously. A child caught
@@ -133,7 +135,7 @@ func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration) 
 		case <-c.reaped:
 		case <-time.After(2 * time.Second):
 		}
-		return strings.TrimSpace(c.out.String()), fmt.Errorf("%s: timed out after %v", strings.Join(argv, " "), timeout)
+		return strings.TrimSpace(c.out.String()), fmt.Errorf("%s: timed out after %s", strings.Join(argv, " "), api.FormatDuration(timeout))
 	}
 	out, _, err := c.result()
 	out = strings.TrimSpace(out)

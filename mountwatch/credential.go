@@ -232,7 +232,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 	m.credNextTry = time.Now().Add(d)
 	add2(w.counters.Refreshes, m.cfg.Name, "failed")
 	w.mu.Unlock()
-	w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credential refresh failed (%s), retry in %v: %v", why, d, err),
+	w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credential refresh failed (%s), retry in %s: %v", why, api.FormatDuration(d), err),
 		map[string]any{"result": "failed", "error": err.Error()})
 	act.Status, act.Error = api.ActionFailed, err.Error()
 	return act, false

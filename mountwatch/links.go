@@ -79,7 +79,7 @@ func inspectLink(l LinkConfig) (state, detail string) {
 	case fi.Mode().IsRegular() && fi.Size() == 0:
 		return LinkEmptyFile, ""
 	case fi.Mode().IsRegular():
-		return LinkOccupied, fmt.Sprintf("a regular file of %d bytes", fi.Size())
+		return LinkOccupied, "a regular file of " + api.FormatCount(uint64(fi.Size())) + " bytes"
 	case fi.IsDir():
 		return LinkOccupied, "a directory"
 	}

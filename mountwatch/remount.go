@@ -183,7 +183,7 @@ func (w *Watcher) waitEntry(ctx context.Context, m *mount, oldID int) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no new FUSE mount on %s within %v", m.cfg.Path, w.opts.CommandTimeout)
+			return fmt.Errorf("no new FUSE mount on %s within %s", m.cfg.Path, api.FormatDuration(w.opts.CommandTimeout))
 		}
 		select {
 		case <-ctx.Done():

@@ -143,7 +143,7 @@ func ownerCred(e mountEntry) *syscall.Credential {
 // collect waits for a probe child (until reaped or timed out) and classifies it.
 func (w *Watcher) collect(m *mount, c *child) outcome {
 	if c.wait() {
-		return w.hungOutcome(m, fmt.Sprintf("no answer within probe_timeout %v", m.cfg.ProbeTimeout))
+		return w.hungOutcome(m, fmt.Sprintf("no answer within probe_timeout %s", api.FormatDuration(m.cfg.ProbeTimeout)))
 	}
 	out, dur, _ := c.result()
 	o := outcome{duration: dur, at: w.opts.Now()}

@@ -97,16 +97,16 @@ func fillingUp(f api.Filesystem, r resolved, warn time.Duration, space, sev stri
 		s.message = fmt.Sprintf("%s and is not filling", space)
 	case *pred >= warn.Seconds():
 		s.reason = "FullLaterThanWarnTime"
-		s.message = fmt.Sprintf("%s, filling at %s/s: full in about %s, later than filesystem.warn_time_to_full %s",
-			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), humanSeconds(*pred), shortDuration(warn))
+		s.message = fmt.Sprintf("%s, filling at %s/s: full in %s, later than filesystem.warn_time_to_full %s",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), api.FormatSeconds(*pred), shortDuration(warn))
 	case f.AvailBytes >= gate:
 		s.reason = "AvailAboveFillingGate"
-		s.message = fmt.Sprintf("%s, filling at %s/s (full in about %s) but still at or above twice the reclaim threshold (%s)",
-			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), humanSeconds(*pred), api.FormatSize(gate))
+		s.message = fmt.Sprintf("%s, filling at %s/s (full in %s) but still at or above twice the reclaim threshold (%s)",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), api.FormatSeconds(*pred), api.FormatSize(gate))
 	default:
 		s.raw, s.reason = true, "PredictedFull"
-		s.message = fmt.Sprintf("%s, filling at %s/s: full in about %s, under filesystem.warn_time_to_full %s",
-			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), humanSeconds(*pred), shortDuration(warn))
+		s.message = fmt.Sprintf("%s, filling at %s/s: full in %s, under filesystem.warn_time_to_full %s",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), api.FormatSeconds(*pred), shortDuration(warn))
 	}
 	return s
 }
@@ -117,21 +117,4 @@ func percent(r float64) int {
 		return 0
 	}
 	return int(math.Min(r, 1) * 100)
-}
-
-// humanSeconds renders a prediction for a person: "4m10s", "2h5m".
-func humanSeconds(s float64) string {
-	if math.IsNaN(s) || s < 0 {
-		return "an unknown time"
-	}
-	if s > float64(1<<62)/1e9 {
-		return "a very long time"
-	}
-	d := time.Duration(s * float64(time.Second))
-	if d >= time.Hour {
-		d = d.Round(time.Minute)
-	} else {
-		d = d.Round(time.Second)
-	}
-	return shortDuration(d)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,12 @@ func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
 			t.Fatalf("predicted %v s, want %v", *fig.PredictedFullSeconds, want)
 		}
 		up := cond(t, w, api.CondDiskFillingUp, dir)
+		// One duration style (issue 14 item 6): the message renders the prediction as
+		// `sandboxd status` does ("full in 5h48m"), with no "about" and no "1h0m0s".
+		if want := "full in " + api.FormatSeconds(*fig.PredictedFullSeconds); !strings.Contains(up.Message, want) ||
+			strings.Contains(up.Message, "about") || strings.Contains(up.Message, "h0m") || strings.Contains(up.Message, "m0s") {
+			t.Fatalf("step %d: DiskFillingUp message %q, want %q in the one duration style", i, up.Message, want)
+		}
 		gated := fig.AvailBytes >= 2*fig.ReclaimThresholdBytes
 		if up.Status == gated {
 			t.Fatalf("step %d: DiskFillingUp %v at %s free, gate %s: %s", i, up.Status,

@@ -77,9 +77,9 @@ func (r *Reclaimer) runCommand(ctx context.Context, c *cache, argv []string, uid
 	switch {
 	case err != nil && callCtx.Err() != nil:
 		// The call's own deadline came first: say so, not the command timeout it never reached.
-		err = fmt.Errorf("killed after %s at the call's deadline: %w", took.Round(time.Millisecond), callCtx.Err())
+		err = fmt.Errorf("killed after %s at the call's deadline: %w", api.FormatDuration(took), callCtx.Err())
 	case err != nil && ctx.Err() != nil:
-		err = fmt.Errorf("killed after %s (reclaim's command timeout %s): %w", took.Round(time.Millisecond), r.opts.CommandTimeout, ctx.Err())
+		err = fmt.Errorf("killed after %s (reclaim's command timeout %s): %w", api.FormatDuration(took), api.FormatDuration(r.opts.CommandTimeout), ctx.Err())
 	case err != nil:
 		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
 	}

@@ -246,8 +246,8 @@ func TestDryRunPlanKeepsItsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTree(t, before, hashTree(t, e.root))
-	if len(run.Warnings) == 0 || !strings.Contains(strings.Join(run.Warnings, " "), "planning budget") {
-		t.Fatalf("a plan cut by its budget does not say so: %+v", run.Warnings)
+	if len(run.Warnings) == 0 || !strings.Contains(strings.Join(run.Warnings, " "), "reclaim's 1ns planning budget") {
+		t.Fatalf("a plan cut by its budget does not say so (with the budget): %+v", run.Warnings)
 	}
 	o.PlanBudget = 0 // the default
 	run, err = e.newReclaimer(o).Reclaim(context.Background(), Request{Trigger: TriggerManual, DryRun: true})

@@ -230,7 +230,7 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 		walks = r.climb(climbCtx, req, work)
 		if req.DryRun && climbCtx.Err() != nil && ctx.Err() == nil {
 			run.Warnings = append(run.Warnings, fmt.Sprintf(
-				"plan cut at reclaim's %s planning budget: the rungs after the last planned action were not sized", r.opts.PlanBudget))
+				"plan cut at reclaim's %s planning budget: the rungs after the last planned action were not sized", api.FormatDuration(r.opts.PlanBudget)))
 		}
 	}
 	r.finish(ctx, &run, all, work)

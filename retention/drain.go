@@ -174,7 +174,7 @@ func (d *drainRun) event(s *site, progress bool) api.Event {
 	size := api.FormatSize(uint64(max(d.bytes, 0)))
 	files := api.FormatCount(uint64(max(d.files, 0)))
 	jobs := api.FormatCount(uint64(d.jobsTotal))
-	took := dur.Round(time.Millisecond)
+	took := api.FormatDuration(dur)
 	if progress {
 		pending := s.pending()
 		f["progress"], f["pending"] = true, pending

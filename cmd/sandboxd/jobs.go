@@ -40,7 +40,7 @@ func jobsCommand() *command {
 					extend := fs.Duration("extend", 0, "renew the lease by this `DURATION` (default: the job's ttl)")
 					return func(ctx context.Context, inv *invocation) int {
 						if *extend < 0 {
-							return inv.usageErr("--extend %v is negative", *extend)
+							return inv.usageErr("--extend %s is negative", api.FormatDuration(*extend))
 						}
 						j, err := inv.client().Heartbeat(ctx, inv.args[0], *extend)
 						if err != nil {
@@ -99,7 +99,7 @@ func untilText(now, t time.Time) string {
 	if d <= 0 {
 		return "lapsed"
 	}
-	return "in " + d.String()
+	return "in " + api.FormatDuration(d)
 }
 
 func dash(s string) string {

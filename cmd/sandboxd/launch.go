@@ -39,7 +39,7 @@ mount_unavailable or filesystem_unavailable, ...) with its detail on stderr; 69 
 					}
 				})
 				if *deadline < 0 {
-					return inv.usageErr("--deadline %v is negative", *deadline)
+					return inv.usageErr("--deadline %s is negative", api.FormatDuration(*deadline))
 				}
 				return runLaunch(ctx, inv, req)
 			}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/mountwatch"
 )
 
@@ -142,7 +143,7 @@ func dispatch(root *command, args []string, stdout, stderr io.Writer) int {
 	// A global flag before the command that this command does not take is ignored, as
 	// kubectl and tailscale do (an alias may carry --socket); after it, it is unknown.
 	if g.set&gTimeout != 0 && cmd.globals&gTimeout != 0 && g.timeout < 0 {
-		return inv.usageErr("--timeout %v is negative; give a positive duration such as 5s", g.timeout)
+		return inv.usageErr("--timeout %s is negative; give a positive duration such as 5s", api.FormatDuration(g.timeout))
 	}
 	if len(pos) < cmd.minArgs {
 		return inv.usageErr("missing argument: %s", cmd.args)

@@ -149,7 +149,7 @@ func expiry(inv *invocation, at string, in time.Duration) (*time.Time, int, bool
 		}
 		return &t, 0, true
 	case in < 0:
-		return nil, inv.usageErr("--expires-in %v is negative", in), false
+		return nil, inv.usageErr("--expires-in %s is negative", api.FormatDuration(in)), false
 	case in > 0:
 		t := time.Now().Add(in).UTC().Truncate(time.Second)
 		return &t, 0, true

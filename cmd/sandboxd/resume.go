@@ -21,7 +21,7 @@ func resumeCommand() *command {
 			deadline := fs.Duration("deadline", 30*time.Second, "the call's deadline")
 			return func(ctx context.Context, inv *invocation) int {
 				if *deadline <= 0 {
-					return inv.usageErr("--deadline %v: give a positive duration", *deadline)
+					return inv.usageErr("--deadline %s: give a positive duration", api.FormatDuration(*deadline))
 				}
 				d := api.Duration(*deadline)
 				run, err := inv.client().Resume(ctx, api.ResumeRequest{Deadline: &d})
