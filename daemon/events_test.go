@@ -148,7 +148,8 @@ func TestRefusalFloodKeepsTrail(t *testing.T) {
 }
 
 // TestEventsLoggedOnceEach (issue 14 item 7): a component's event is one log line with both
-// its component and its seq; a rejected reload is one ERROR line and no INFO line.
+// its component and its seq; an applied reload is one INFO line; a rejected reload is one ERROR
+// line and no INFO line.
 func TestEventsLoggedOnceEach(t *testing.T) {
 	var logs testenv.SyncBuffer
 	dir := t.TempDir()
@@ -164,13 +165,24 @@ func TestEventsLoggedOnceEach(t *testing.T) {
 		t.Errorf("the reserve event logged as %q; want one line with component= and seq=", lines)
 	}
 
+	// A reload that is applied is one INFO line too, the config event (QA saw it twice).
+	before := len(logs.String())
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	after := logs.String()[before:]
+	if strings.Count(after, "\n") != 1 || !strings.Contains(after, "level=INFO") || !strings.Contains(after, "config reloaded") ||
+		!strings.Contains(after, "kind=config") {
+		t.Errorf("an applied reload logged %q; want one INFO line, the config event", after)
+	}
+
 	good, _ := os.ReadFile(td.d.opts.ConfigPath)
 	os.WriteFile(td.d.opts.ConfigPath, []byte(string(good)+"\nbogus = 1\n"), 0o644)
-	before := len(logs.String())
+	before = len(logs.String())
 	if err := td.d.Reload(); err == nil {
 		t.Fatal("a broken file was accepted")
 	}
-	after := logs.String()[before:]
+	after = logs.String()[before:]
 	if strings.Count(after, "\n") != 1 || !strings.Contains(after, "level=ERROR") || !strings.Contains(after, "rejected") {
 		t.Errorf("a rejected reload logged %q; want one ERROR line", after)
 	}

@@ -31,7 +31,7 @@ func (d *Daemon) watchState() {
 		return // memory only by choice: nothing to warn about
 	}
 	d.persist.cond = api.Condition{Type: api.CondStateNotPersistent, Subject: d.state.Dir(), Since: d.now(),
-		Reason: "Written", Message: fmt.Sprintf("state directory %s is written", d.state.Dir())}
+		Reason: "Written", Message: fmt.Sprintf("state directory %s is in use; no write to it has failed", d.state.Dir())}
 	d.state.OnPersistChange(d.persistChanged)
 	if err := d.state.Err(); err != nil {
 		d.persistChanged(err)

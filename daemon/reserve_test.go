@@ -53,6 +53,10 @@ reserve = "256MiB"
 	if got := st.Filesystems[0].ReserveBytes; got != 0 || allocatedBytes(reserve) != 0 {
 		t.Fatalf("started low: reserve_bytes %d, file holds %d; want 0 and no file", got, allocatedBytes(reserve))
 	}
+	if c := condition(st, api.CondReserveReleased, mnt); c.Reason != "ReserveNotWritten" || !strings.Contains(c.Message, "not written yet") ||
+		strings.Contains(c.Message, "holds") || c.Since.IsZero() {
+		t.Fatalf("no reserve on disk yet, but ReserveReleased reads %s (since %s): %s", c.Reason, c.Since, c.Message)
+	}
 
 	os.Remove(filler)
 	poll(t, 5*time.Second, "the reserve to be armed once room returned", func() bool {

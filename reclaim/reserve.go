@@ -27,6 +27,7 @@ type reserveState struct {
 	// pressure watcher reads it while holding its own lock, and reclaim's state writes
 	// reach the watcher (OwnWrite) while holding r.mu.
 	bytes atomic.Int64
+	since time.Time // when this reserve was first configured: the Since of a never-released one
 }
 
 // loadReserves builds the reserve states of r.opts, keeping the state of those in old
@@ -37,9 +38,10 @@ func (r *Reclaimer) loadReserves(old map[string]*reserveState) {
 		if rc.Bytes <= 0 || rc.Path == "" {
 			continue
 		}
-		rs := &reserveState{cfg: rc}
+		rs := &reserveState{cfg: rc, since: r.opts.Now()}
 		if o, ok := old[rc.Filesystem]; ok && o.cfg.Path == rc.Path {
 			rs.bytes.Store(o.bytes.Load())
+			rs.since = o.since
 		} else {
 			rs.bytes.Store(allocated(rc.Path))
 		}
@@ -70,23 +72,39 @@ func (r *Reclaimer) ReserveBytes(fs string) int64 {
 }
 
 // Conditions are the reserve conditions: ReserveReleased per filesystem with a reserve,
-// true while its file is released. Since changes only when the status flips.
+// true while its file is released. Since changes only when the status flips. The message
+// says what is on disk: observe mode writes no reserve, so there it says what would be.
 func (r *Reclaimer) Conditions() []api.Condition {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []api.Condition
 	for _, rc := range r.opts.Reserves {
-		if _, ok := r.reserveMap()[rc.Filesystem]; !ok {
+		rs, ok := r.reserveMap()[rc.Filesystem]
+		if !ok {
 			continue
 		}
 		d := r.rate.Reserves[rc.Filesystem]
 		c := api.Condition{Type: api.CondReserveReleased, Subject: rc.Filesystem, Status: d.Released, Since: d.Since, Severity: "warning"}
-		if d.Released {
+		if c.Since.IsZero() {
+			c.Since = rs.since
+		}
+		held, want := uint64(max(rs.bytes.Load(), 0)), api.FormatSize(uint64(rc.Bytes))
+		switch {
+		case d.Released:
 			c.Reason = "ReserveReleased"
-			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s", api.FormatSize(uint64(rc.Bytes)), rc.Path, d.Reason)
-		} else {
+			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s", want, rc.Path, d.Reason)
+		case r.opts.Observe && held == 0:
+			c.Reason = "ObserveMode"
+			c.Message = fmt.Sprintf("observe mode: would hold a %s reserve at %s; none is written", want, rc.Path)
+		case r.opts.Observe:
 			c.Reason = "ReserveHeld"
-			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(uint64(r.reserveMap()[rc.Filesystem].bytes.Load())))
+			c.Message = fmt.Sprintf("reserve file %s holds %s, left as found (observe mode: would keep it at %s)", rc.Path, api.FormatSize(held), want)
+		case held == 0:
+			c.Reason = "ReserveNotWritten"
+			c.Message = fmt.Sprintf("the %s reserve file %s is not written yet: it is written once free space is above the reclaim threshold plus the reserve", want, rc.Path)
+		default:
+			c.Reason = "ReserveHeld"
+			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(held))
 		}
 		out = append(out, c)
 	}
@@ -253,6 +271,10 @@ func (r *Reclaimer) ownWrite(path string, bytes int64) {
 func (r *Reclaimer) reserveTick(ctx context.Context) {
 	r.dropOrphans()
 	if r.opts.Observe {
+		// Nothing is written or released; the figures still say what is on disk.
+		for _, rs := range r.reserveMap() {
+			rs.bytes.Store(allocated(rs.cfg.Path))
+		}
 		return
 	}
 	for _, rc := range r.opts.Reserves {

@@ -230,6 +230,13 @@ reserve = "0"
 		t.Fatalf("second serve: %v\n%s", err, out)
 	}
 
+	// SIGHUP with the same file reloads: one log line, the config event (issue 14 item 7).
+	cmd.Process.Signal(syscall.SIGHUP)
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "config reloaded") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// SIGHUP with a broken file keeps the old config; SIGTERM stops cleanly.
 	os.WriteFile(filepath.Join(dir, "sandboxd.toml"), []byte("version = 1\nnope = 2\n"), 0o644)
 	cmd.Process.Signal(syscall.SIGHUP)
@@ -239,6 +246,10 @@ reserve = "0"
 	}
 	if !strings.Contains(logs.String(), "nope") {
 		t.Fatalf("reload rejection does not name the key; logs:\n%s", logs.String())
+	}
+	// Each reload one line: the applied one (logged before the rejected one) and the rejected one.
+	if n, m := strings.Count(logs.String(), "reloaded"), strings.Count(logs.String(), "reload rejected"); n != 1 || m != 1 {
+		t.Fatalf("an applied and a rejected reload logged %d and %d lines, want 1 each; logs:\n%s", n, m, logs.String())
 	}
 	if r := sandboxd(t, nil, "status", s); r.code != 0 {
 		t.Fatal("daemon gone after a rejected reload")
