@@ -125,3 +125,12 @@ type JobsSummary struct {
 
 // EventJob is the event kind of a job's registration; its end is an EventKill.
 const EventJob = "job"
+
+// HeartbeatAnswer is the answer of POST /v1/jobs/{id}/heartbeat: the job object with
+// "processes" null. A heartbeat stays about as cheap as /livez, and counting the job's
+// processes (a walk of its cgroup) would take most of it (docs/benchmarks.md): GET
+// /v1/jobs/{id} counts them. Null, never a count of 0 that is not one.
+type HeartbeatAnswer struct {
+	Job
+	Processes *int `json:"processes"`
+}

@@ -21,7 +21,8 @@ func (c *Client) RegisterJob(ctx context.Context, req api.JobRequest) (*api.Job,
 
 // Heartbeat renews job id's lease by extend (0: the job's ttl), never past its
 // max_lifetime. Heartbeats belong in the runner that owns the job, never in the job: a
-// lease the job renews for itself is no dead-man switch.
+// lease the job renews for itself is no dead-man switch. The answer does not count the
+// job's processes (its "processes" is null, so Processes is 0 here): Job counts them.
 func (c *Client) Heartbeat(ctx context.Context, id string, extend time.Duration) (*api.Job, error) {
 	var req api.HeartbeatRequest
 	if extend > 0 {

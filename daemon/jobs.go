@@ -156,7 +156,7 @@ func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) erro
 	}
 	d.touchActivity()
 	j.Warnings = warnings
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, api.HeartbeatAnswer{Job: j})
 	return nil
 }
 

@@ -116,6 +116,10 @@ func TestJobsAPI(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "jobs", "a1b2", "cgroup.procs")); strings.TrimSpace(string(b)) != strconv.Itoa(p.Process.Pid) {
 		t.Errorf("cgroup.procs = %q, want the registered pid", b)
 	}
+	// A heartbeat's answer does not count processes: "processes" is null, never a false 0.
+	if code, _, b := td.do(t, "POST", "/v1/jobs/a1b2/heartbeat", "{}"); code != 200 || !strings.Contains(b, `"processes":null`) {
+		t.Errorf("heartbeat of a running job: %d %s, want processes null", code, b)
+	}
 	// 409 for the id again, 404 for unknown ids, 400 for a zero ttl and a bad id.
 	if _, err := c.RegisterJob(ctx, api.JobRequest{ID: "a1b2", PID: jobSleeper(t).Process.Pid}); jobProblem(err) != api.CodeConflict {
 		t.Errorf("id in use: %v", err)

@@ -46,7 +46,7 @@ func jobsCommand() *command {
 						if err != nil {
 							return failure(err, inv, "/")
 						}
-						return printJob(inv, j)
+						return printHeartbeat(inv, j)
 					}
 				}},
 			{name: "leaks", summary: "the loud leak check: exit 0 none, 1 leaks found (also after --clean), 69 cannot check",
@@ -126,6 +126,21 @@ func printJob(inv *invocation, j *api.Job) int {
 		line += fmt.Sprintf(", %d processes left in %s", j.Processes, j.Cgroup)
 	}
 	fmt.Fprintln(inv.stdout, line)
+	for _, w := range j.Warnings {
+		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+	}
+	return exitOK
+}
+
+// printHeartbeat prints a heartbeat's answer, which does not count the job's processes
+// (api.HeartbeatAnswer): no process count, rather than a false 0.
+func printHeartbeat(inv *invocation, j *api.Job) int {
+	if inv.g.json {
+		printJSON(inv.stdout, api.HeartbeatAnswer{Job: *j})
+		return exitOK
+	}
+	fmt.Fprintf(inv.stdout, "job %s: %s, lease until %s, deadline %s\n", j.ID, j.State,
+		j.LeaseExpiresAt.Local().Format("15:04:05"), j.DeadlineAt.Local().Format("2006-01-02 15:04:05"))
 	for _, w := range j.Warnings {
 		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
 	}

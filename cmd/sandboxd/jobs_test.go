@@ -264,6 +264,12 @@ func TestRunExitStatus(t *testing.T) {
 	}
 	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
 	waitUntil(t, 10*time.Second, "dup to run", func() bool { return jobState(t, sock, "dup").State == api.JobRunning })
+	if r := sandboxd(t, env, "jobs", "heartbeat", "dup"); r.code != 0 || !strings.Contains(r.stdout, "job dup: running, lease until") || strings.Contains(r.stdout, "processes") {
+		t.Errorf("jobs heartbeat of a running job: exit %d, %q (no process count: the answer does not count them)", r.code, r.stdout)
+	}
+	if r := sandboxd(t, env, "jobs", "heartbeat", "dup", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"processes": null`) {
+		t.Errorf("jobs heartbeat --json: exit %d, %s", r.code, r.stdout)
+	}
 	if r := sandboxd(t, env, "run", "--id", "dup", "--", "true"); r.code != 65 || !strings.Contains(r.stderr, "conflict") {
 		t.Errorf("an id in use: exit %d, stderr %q", r.code, r.stderr)
 	}
