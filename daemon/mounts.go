@@ -153,6 +153,9 @@ func (d *Daemon) handleMountCredentials(w http.ResponseWriter, r *http.Request) 
 	if req.ExpiresAt == nil {
 		return api.NewProblem(api.CodeBadRequest, "field \"expires_at\": required, an RFC 3339 time such as %q", d.now().Add(15*time.Minute).UTC().Format(time.RFC3339))
 	}
+	if err := checkExpiry("expires_at", *req.ExpiresAt); err != nil {
+		return err
+	}
 	if !req.ExpiresAt.After(d.now()) {
 		return api.NewProblem(api.CodeBadRequest, "field \"expires_at\": %s is not in the future (now %s): push the renewed credential's expiry",
 			req.ExpiresAt.UTC().Format(time.RFC3339), d.now().UTC().Format(time.RFC3339))
@@ -204,16 +207,13 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 		return zero, mountwatch.Registration{}, bad("path", "%q must be an absolute path", req.Path)
 	}
 	p := path.Clean(req.Path)
-	if p == "/" {
-		return zero, mountwatch.Registration{}, bad("path", "the root directory cannot be a registered mount")
+	if err := checkRegisteredPath(p, false, cfg); err != nil {
+		return zero, mountwatch.Registration{}, bad("path", "%v", err)
 	}
-	for i, pr := range cfg.Reclaim.Protect {
-		pr = path.Clean(pr)
-		if p == pr || strings.HasPrefix(pr, p+"/") {
-			return zero, mountwatch.Registration{}, bad("path", "%q is or contains the protected path %q (reclaim.protect[%d])", req.Path, pr, i)
-		}
-	}
-	mc := mountwatch.MountConfig{Name: req.Name, Path: p, Required: def.Required, ProbeInterval: def.ProbeInterval,
+	// Required defaults to false for a registered mount (docs/api.md §12): a session's
+	// mount is named by that session's launches (mounts, --mount); required would make one
+	// session's broken mount refuse every launch on the host.
+	mc := mountwatch.MountConfig{Name: req.Name, Path: p, Required: false, ProbeInterval: def.ProbeInterval,
 		ProbeTimeout: def.ProbeTimeout, Canary: def.Canary, RemountUnit: req.RemountUnit, RemountCommand: req.RemountCommand,
 		CredentialFile: req.CredentialFile, RefreshCommand: req.RefreshCommand, RefreshAt: def.RefreshAt,
 		MaxRemountsPerHour: int(def.MaxRemountsPerHour), Guard: def.Guard}
@@ -271,6 +271,9 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 		if lp := path.Clean(l.Path); lp == p || strings.HasPrefix(lp, p+"/") {
 			return zero, mountwatch.Registration{}, bad(fmt.Sprintf("links[%d].path", i), "%q lies inside the mount %q: a link into a mount must live outside it", l.Path, p)
 		}
+		if err := checkRegisteredPath(path.Clean(l.Path), true, cfg); err != nil {
+			return zero, mountwatch.Registration{}, bad(fmt.Sprintf("links[%d].path", i), "%v", err)
+		}
 		mc.Links = append(mc.Links, mountwatch.LinkConfig{Path: path.Clean(l.Path), Target: path.Clean(l.Target)})
 	}
 	reg := mountwatch.Registration{Job: req.Job, Unmount: req.Job != ""}
@@ -278,6 +281,9 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 		reg.Unmount = *req.Unmount
 	}
 	if req.CredentialExpiresAt != nil {
+		if err := checkExpiry("credential_expires_at", *req.CredentialExpiresAt); err != nil {
+			return zero, mountwatch.Registration{}, err
+		}
 		reg.CredentialExpiresAt = *req.CredentialExpiresAt
 	}
 	return mc, reg, nil

@@ -365,6 +365,7 @@ func TestRegisteredMountLaunchRefusals(t *testing.T) {
 	}
 	req := fastReg("agent-s21", mnt)
 	req.ProbeTimeout = dur(time.Second)
+	req.Required = ptr(true) // registered mounts default to not required: asked for here
 	mustRegister(t, td, req)
 	td.waitMountState(t, "agent-s21", api.MountHealthy)
 	srv.Hang()
@@ -382,6 +383,16 @@ func TestRegisterBadInput(t *testing.T) {
 	fusetest.Start(t, configured, fusetest.Options{})
 	td := startMountDaemon(t, mountSpec{name: "conf", path: configured, interval: time.Second, timeout: 2 * time.Second})
 	bare := mountDir(t, "bare")
+	// Paths that resolve to "/" or beneath the kernel's trees, and paths reached through a
+	// symlink (QA: only a literal "/" used to be refused).
+	links := t.TempDir()
+	rootLink, dirLink := filepath.Join(links, "rootlink"), filepath.Join(links, "dirlink")
+	if err := os.Symlink("/", rootLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(bare), dirLink); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		req  api.MountRegistration
@@ -391,9 +402,18 @@ func TestRegisterBadInput(t *testing.T) {
 		{"relative path", api.MountRegistration{Name: "x", Path: "srv/x"}, 400, `"path"`},
 		{"root", api.MountRegistration{Name: "x", Path: "/"}, 400, "root directory"},
 		{"protected", api.MountRegistration{Name: "x", Path: "/home"}, 400, "protected path"},
+		{"/proc/self/root", api.MountRegistration{Name: "x", Path: "/proc/self/root"}, 400, "/proc"},
+		{"under /sys", api.MountRegistration{Name: "x", Path: "/sys/fs/x"}, 400, "/sys"},
+		{"symlink to /", api.MountRegistration{Name: "x", Path: rootLink}, 400, rootLink + " is a symlink"},
+		{"through a symlinked dir", api.MountRegistration{Name: "x", Path: dirLink + "/bare"}, 400, dirLink + " is a symlink"},
+		{"link through a symlinked dir", api.MountRegistration{Name: "x", Path: bare, Links: []api.LinkSpec{{Path: dirLink + "/agent-files", Target: bare}}}, 400, "links[0].path"},
+		{"link in /proc", api.MountRegistration{Name: "x", Path: bare, Links: []api.LinkSpec{{Path: "/proc/self/cwd/agent-files", Target: bare}}}, 400, "/proc"},
+		{"link on /", api.MountRegistration{Name: "x", Path: bare, Links: []api.LinkSpec{{Path: "/", Target: bare}}}, 400, "links[0].path"},
 		{"bad name", api.MountRegistration{Name: "../x", Path: bare}, 400, `"name"`},
 		{"link inside", api.MountRegistration{Name: "x", Path: bare, Links: []api.LinkSpec{{Path: bare + "/l", Target: bare}}}, 400, "links[0].path"},
 		{"refresh_at", api.MountRegistration{Name: "x", Path: bare, RefreshAt: ptr(1.5)}, 400, "refresh_at"},
+		{"expiry before 1970", api.MountRegistration{Name: "x", Path: bare, CredentialExpiresAt: ptr(time.Time{})}, 400, "credential_expires_at"},
+		{"expiry in 1969", api.MountRegistration{Name: "x", Path: bare, CredentialExpiresAt: ptr(time.Unix(-1, 0))}, 400, "credential_expires_at"},
 		{"configured name", api.MountRegistration{Name: "conf", Path: bare}, 409, "conf"},
 		{"configured path", api.MountRegistration{Name: "x", Path: configured}, 409, configured},
 		{"job that does not run", api.MountRegistration{Name: "x", Path: bare, Job: "a1b2"}, 404, "a1b2"},
@@ -417,6 +437,16 @@ func TestRegisterBadInput(t *testing.T) {
 	if code, p := launchMounts(t, td, "bare"); code != 503 || !strings.Contains(p.Detail, "bare") || !strings.Contains(p.Detail, "missing") {
 		t.Errorf("launch naming a registered non-mount: %d %q", code, p.Detail)
 	}
+	// Registered without "required": not required, so one session's missing mount does not
+	// refuse the launches of every other session on the host.
+	other := mustRegister(t, td, api.MountRegistration{Name: "bare2", Path: mountDir(t, "bare2")})
+	if other.Required {
+		t.Errorf("a mount registered without \"required\" is required: %+v", other)
+	}
+	td.waitMountState(t, "bare2", api.MountMissing)
+	if code, p := launchMounts(t, td); code != 200 {
+		t.Errorf("launch naming no mount while registered mounts are missing: %d %q", code, p.Detail)
+	}
 	// Configured mounts cannot be removed through the API; unknown ones are 404.
 	if code, _, body := td.do(t, "DELETE", "/v1/mounts/conf", ""); code != 403 || !strings.Contains(problemOf(body).Detail, "configured") {
 		t.Errorf("DELETE of a configured mount: %d %s", code, body)
@@ -426,6 +456,9 @@ func TestRegisterBadInput(t *testing.T) {
 	}
 	if code, _, body := td.do(t, "PUT", "/v1/mounts/bare/credentials", `{"expires_at":"2001-01-01T00:00:00Z"}`); code != 400 {
 		t.Errorf("push of a past expiry: %d %s", code, body)
+	}
+	if code, _, body := td.do(t, "PUT", "/v1/mounts/bare/credentials", `{"expires_at":"9999-12-31T23:59:59Z"}`); code != 200 || !strings.Contains(body, "9999-12-31") {
+		t.Errorf("push of the last second of 9999 (far, not absurd): %d %s", code, body)
 	}
 	if code, _, body := td.do(t, "PUT", "/v1/mounts/bare/credentials", `{}`); code != 400 || !strings.Contains(body, "expires_at") {
 		t.Errorf("push without expires_at: %d %s", code, body)

@@ -73,7 +73,8 @@ func mountsAddCommand() *command {
 credential_process shape). Exit 65 for a name or path in use, 78 for a job that does not run.`,
 		setup: func(fs *flag.FlagSet) runFunc {
 			job := fs.String("job", "", "the job `ID` the mount belongs to: released when the job ends")
-			optional := fs.Bool("optional", false, "only launches that name it need it healthy (default: every launch)")
+			required := fs.Bool("required", false, "every launch on the host needs it healthy (default: only launches that name it, with --mount)")
+			optional := fs.Bool("optional", false, "only launches that name it need it healthy (the default; kept for scripts that say it)")
 			exp := fs.String("expires-at", "", "when the mount's credential expires, `RFC3339`")
 			in := fs.Duration("expires-in", 0, "the mount's credential expires this `DURATION` from now")
 			credFile := fs.String("credential-file", "", "JSON `FILE` with \"Expiration\", re-read when it changes")
@@ -94,8 +95,13 @@ credential_process shape). Exit 65 for a name or path in use, 78 for a job that 
 					return code
 				}
 				req.CredentialExpiresAt = t
+				if *required && *optional {
+					return inv.usageErr("give --required or --optional, not both")
+				}
 				fs.Visit(func(f *flag.Flag) {
 					switch f.Name {
+					case "required":
+						req.Required = required
 					case "optional":
 						r := !*optional
 						req.Required = &r

@@ -35,6 +35,26 @@ func TestMountsCommands(t *testing.T) {
 		l.Mounts[0].CredentialExpiresAt == nil || l.Mounts[0].Required {
 		t.Fatalf("mounts list --json: %d %s", r.code, r.stdout)
 	}
+	// Without --optional a registered mount is still not required (docs/api.md §12); --required asks.
+	for _, c := range []struct {
+		name string
+		args []string
+		want bool
+	}{{"agent-s18", nil, false}, {"agent-s19", []string{"--required"}, true}} {
+		d := filepath.Join(t.TempDir(), c.name)
+		os.Mkdir(d, 0o755)
+		r := sandboxd(t, nil, append([]string{"mounts", "add", c.name, d, "--socket", sock, "--json"}, c.args...)...)
+		var m api.Mount
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m.Required != c.want {
+			t.Errorf("mounts add %s %v: %d %s %s, want required %v", c.name, c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+		if r := sandboxd(t, nil, "mounts", "rm", c.name, "--socket", sock); r.code != 0 {
+			t.Errorf("mounts rm %s: %d %s", c.name, r.code, r.stderr)
+		}
+	}
+	if r := sandboxd(t, nil, "mounts", "add", "both", dir, "--socket", sock, "--required", "--optional"); r.code != 64 {
+		t.Errorf("--required --optional: %d %s, want 64", r.code, r.stderr)
+	}
 	if r := sandboxd(t, nil, "status", "--socket", sock); !strings.Contains(r.stdout, "agent-s17") || !strings.Contains(r.stdout, "credential expires") {
 		t.Errorf("status does not list the registered mount with its expiry:\n%s", r.stdout)
 	}

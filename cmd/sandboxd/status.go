@@ -65,6 +65,14 @@ func ago(t, now time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
+	// A duration holds 292 years at most, and t.Sub saturates there (it would read
+	// "in 2562047h47m"): beyond a century, the date says more than any count of hours.
+	if far := now.AddDate(100, 0, 0); t.After(far) {
+		return "in more than 100 years (" + t.UTC().Format("2006-01-02") + ")"
+	}
+	if long := now.AddDate(-100, 0, 0); t.Before(long) {
+		return "more than 100 years ago (" + t.UTC().Format("2006-01-02") + ")"
+	}
 	if d := now.Sub(t); d >= 0 {
 		return api.FormatDuration(d) + " ago"
 	}
