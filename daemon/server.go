@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -73,6 +74,11 @@ func (d *Daemon) Handler() http.Handler {
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, p := canonical(r)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
@@ -89,6 +95,27 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		writeProblem(w, api.NewProblem(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// canonical serves a path with empty, "." or ".." segments or a trailing slash
+// ("//v1/status", "/v1/../v1/status", "/v1/status/") as its clean form, as the mux would
+// after a redirect, but without its HTML 307 (every non-2xx answer is problem+json,
+// CONTRACT §3). A path whose escapes would change meaning when cleaned (%2F, %2e%2e) is
+// refused with 400 instead of being guessed at.
+func canonical(r *http.Request) (*http.Request, *api.Problem) {
+	if r.URL.Path == "" || r.URL.Path[0] != '/' {
+		return r, nil // "*" and the like: the mux answers those with 404 problem+json
+	}
+	clean := path.Clean(r.URL.Path)
+	if clean == r.URL.Path {
+		return r, nil
+	}
+	if r.URL.RawPath != "" {
+		return r, api.NewProblem(api.CodeBadRequest, "path %q is not in canonical form and holds escapes; ask for the clean path", r.URL.RawPath)
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = clean
+	return r2, nil
 }
 
 // authorize lets a mutating call through for root, the daemon's uid and the writers, and
