@@ -45,6 +45,13 @@ func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
 		}
 		clk.Add(10 * time.Second)
 		fig = sample(t, w)
+		if i < 5 {
+			// The window must span two levels (30 s each here) before it has a rate.
+			if c := cond(t, w, api.CondDiskFillingUp, dir); c.Status {
+				t.Fatalf("step %d: DiskFillingUp before any rate: %s", i, c.Message)
+			}
+			continue
+		}
 		if fig.PredictedFullSeconds == nil {
 			t.Fatalf("step %d: no prediction under a steady fill (growth %v)", i, fig.GrowthBytesPerSecond)
 		}
@@ -78,7 +85,8 @@ func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
 		t.Errorf("adaptive threshold %d (%q), want above the configured 8 MiB", fig.ReclaimThresholdBytes, fig.ReclaimThresholdWhy)
 	}
 
-	// Reclaim frees space in jumps while writes go on: the prediction stays.
+	// sandboxd's reclaim frees space in jumps (announced as its own) while writes go on:
+	// the prediction stays.
 	for i := 100; i < 112; i++ {
 		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 2<<20); err != nil {
 			t.Fatal(err)
@@ -86,6 +94,7 @@ func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
 		if i%4 == 3 {
 			os.Remove(filepath.Join(dir, fmt.Sprint(i-1)))
 			os.Remove(filepath.Join(dir, fmt.Sprint(i-2)))
+			w.OwnFree(dir, 4<<20)
 		}
 		clk.Add(10 * time.Second)
 		fig = sample(t, w)

@@ -1,39 +1,45 @@
 package pressure
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
-// growth estimates how fast writes consume a filesystem.
+// growth estimates how fast others (not sandboxd) fill a filesystem: the NET rate of
+// change of their used space over a sliding window, what a person comparing two `df`
+// readings a minute apart would compute.
 //
-// The trend of the writes decides, not the level: between consecutive samples only the
-// decreases of avail count (the consumption); increases (a reclaim, a deleted file, the
-// reserve released) are ignored, so a reclaimer's sawtooth does not read as "not filling"
-// and a freed jump does not reset the prediction while writes go on. The rate is the
-// consumption over the sliding window divided by the time the window's samples span;
-// predict_linear on avail (node-mixin) would instead read a reclaim as negative growth.
+// sandboxd's own changes are kept out of it by an account: every byte sandboxd writes
+// (its reserve file, its state documents) or frees (reclaim deletions and commands,
+// site prunes and drains, the reserve released) is announced to the watcher (ownWrite,
+// with a negative count for a free), and each sample's free space is recorded as it would
+// be without them (avail + own). So the daemon's own reclaim sawtooth neither reads as
+// "not filling" (a free does not reset the rate of a writer that goes on) nor its reserve
+// as growth, while a user's rm lowers the rate honestly. The old estimator summed only the
+// decreases of free space and read net-zero churn (a 50 MiB file written and deleted every
+// second) as 870 KiB/s of growth, which raised the adaptive threshold and deleted a cache.
+//
+// Each end of the window is a level, not a sample: the median of the samples within
+// `level` (max(3 intervals, window/20)) of that end, at the median of their times. A file
+// written and deleted within that time (a build's temporary files, churn) does not move a
+// median, nor does a moment between a change on disk and its announcement. The rate is
+// (level now − level at the window's start) / the time between them, 0 when it is not
+// positive: a filesystem whose others' usage shrinks is not filling.
 //
 // Writes that stop must clear the prediction promptly, not fade out over the whole window:
-// when no sample in the last quiet period showed a decrease, the rate is 0. The quiet
-// period (a fifth of the window, at least three sample intervals) is long enough that a
-// writer pausing between bursts keeps its trend, and the conditions' transition period
-// keeps DiskFillingUp from flapping on top of that.
-//
-// sandboxd's own writes (its reserve file, its state) are not growth: the writer declares
-// them first (ownWrite) and the next decreases are discounted by that credit, which lapses
-// after creditFor so that a declared write that never happened cannot hide real writes.
+// when the level now is not above the level `quiet` ago (a fifth of the window, at least
+// three intervals), the rate is 0. The conditions' transition period keeps DiskFillingUp
+// from flapping on top of that. A window shorter than two levels has no rate yet.
 type growth struct {
-	window, quiet time.Duration
-	creditFor     time.Duration
-	max           int
-	pts           []growthPoint // oldest first, within window of the newest
-	lastDrop      time.Time     // when avail last went down by more than the credit
-	credit        uint64        // bytes of sandboxd's own writes not yet seen as a decrease
-	creditUntil   time.Time
+	window, quiet, level time.Duration
+	max                  int
+	pts                  []growthPoint // oldest first, within window of the newest
+	own                  int64         // bytes sandboxd wrote minus bytes it freed, so far
 }
 
 type growthPoint struct {
-	t        time.Time
-	avail    uint64
-	consumed uint64 // the decrease since the previous point, less sandboxd's own writes
+	t     time.Time
+	avail int64 // free space as it would be without sandboxd's own writes and frees
 }
 
 func newGrowth(window, interval time.Duration) *growth {
@@ -41,44 +47,20 @@ func newGrowth(window, interval time.Duration) *growth {
 	if interval > 0 {
 		n = min(max(int(window/interval)+2, 16), 4096)
 	}
-	return &growth{window: window, quiet: max(window/5, 3*interval), creditFor: max(5*interval, 5*time.Second), max: n}
+	return &growth{window: window, quiet: max(window/5, 3*interval), level: max(window/20, 3*interval), max: n}
 }
 
-// ownWrite declares that sandboxd itself is about to consume bytes (negative: fewer than
-// declared were written) at t.
-func (g *growth) ownWrite(t time.Time, bytes int64) {
-	if !t.Before(g.creditUntil) {
-		g.credit = 0
-	}
-	if bytes < 0 {
-		g.credit -= min(g.credit, uint64(-bytes))
-	} else {
-		g.credit += uint64(bytes)
-	}
-	g.creditUntil = t.Add(g.creditFor)
-}
+// ownWrite accounts bytes sandboxd itself wrote (negative: freed, or fewer written than
+// declared). The order of the announcement and the change on disk does not matter beyond
+// a sample or two: the levels are medians.
+func (g *growth) ownWrite(bytes int64) { g.own += bytes }
 
 // add records a sample; samples older than the newest are dropped.
 func (g *growth) add(t time.Time, avail uint64) {
-	p := growthPoint{t: t, avail: avail}
-	if n := len(g.pts); n > 0 {
-		last := g.pts[n-1]
-		if !t.After(last.t) {
-			return
-		}
-		if avail < last.avail {
-			p.consumed = last.avail - avail
-			if g.credit > 0 && t.Before(g.creditUntil) {
-				own := min(g.credit, p.consumed)
-				g.credit -= own
-				p.consumed -= own
-			}
-		}
-		if p.consumed > 0 {
-			g.lastDrop = t
-		}
+	if n := len(g.pts); n > 0 && !t.After(g.pts[n-1].t) {
+		return
 	}
-	g.pts = append(g.pts, p)
+	g.pts = append(g.pts, growthPoint{t: t, avail: int64(min(avail, 1<<62)) + g.own})
 	cut := 0
 	for cut < len(g.pts)-1 && (t.Sub(g.pts[cut].t) > g.window || len(g.pts)-cut > g.max) {
 		cut++
@@ -88,18 +70,48 @@ func (g *growth) add(t time.Time, avail uint64) {
 	}
 }
 
-// rate is the consumption in bytes per second at now (0: not filling).
+// rate is the net growth of others' usage in bytes per second at now (0: not filling).
 func (g *growth) rate(now time.Time) float64 {
-	if len(g.pts) < 2 || g.lastDrop.IsZero() || now.Sub(g.lastDrop) > g.quiet {
+	if len(g.pts) < 2 {
 		return 0
 	}
-	var consumed float64
-	for _, p := range g.pts[1:] {
-		consumed += float64(p.consumed)
-	}
-	span := g.pts[len(g.pts)-1].t.Sub(g.pts[0].t).Seconds()
-	if span <= 0 || consumed <= 0 {
+	first, last := g.pts[0].t, g.pts[len(g.pts)-1].t
+	if last.Sub(first) < 2*g.level {
 		return 0
 	}
-	return consumed / span
+	startT, startA, _ := g.levelAt(first, first.Add(g.level))
+	nowT, nowA, _ := g.levelAt(last.Add(-g.level), last)
+	if !nowT.After(startT) || nowA >= startA {
+		return 0
+	}
+	ref := last.Add(-g.quiet)
+	if ref.Before(first.Add(g.level)) {
+		ref = first.Add(g.level)
+	}
+	if _, refA, ok := g.levelAt(ref.Add(-g.level), ref); ok && nowA >= refA {
+		return 0 // nothing more was used over the quiet period: writes stopped
+	}
+	return float64(startA-nowA) / nowT.Sub(startT).Seconds()
+}
+
+// levelAt is the median time and the median free space of the samples within [from, to]
+// (ok false: there is none).
+func (g *growth) levelAt(from, to time.Time) (t time.Time, avail int64, ok bool) {
+	var ts []time.Time
+	var as []int64
+	for _, p := range g.pts {
+		if p.t.Before(from) || p.t.After(to) {
+			continue
+		}
+		ts, as = append(ts, p.t), append(as, p.avail)
+	}
+	if len(as) == 0 {
+		return time.Time{}, 0, false
+	}
+	slices.Sort(as) // the times are in order already
+	m := len(as) / 2
+	if len(as)%2 == 1 {
+		return ts[m], as[m], true
+	}
+	return ts[m-1].Add(ts[m].Sub(ts[m-1]) / 2), as[m-1] + (as[m]-as[m-1])/2, true
 }

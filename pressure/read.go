@@ -81,12 +81,11 @@ func (w *Watcher) Timings() Timings {
 	return Timings{SampleInterval: w.opts.SampleInterval, TransitionPeriod: w.opts.TransitionPeriod, LeadTime: w.opts.LeadTime}
 }
 
-// OwnWrite declares that sandboxd itself is about to write bytes at path (its reserve
-// file, a state document), or with a negative count that it wrote fewer than declared.
-// The watched filesystems that hold path by name (no syscall: the path may be on a hung
-// mount) discount the next decreases of their free space by that much, so sandboxd's own
-// writes never raise the growth rate, the adaptive threshold, DiskFillingUp or the
-// prediction (CONTRACT §6, "Do no harm").
+// OwnWrite accounts bytes sandboxd itself wrote at path (its reserve file, a state
+// document), or with a negative count that it wrote fewer than it announced. The watched
+// filesystems that hold path by name (no syscall: the path may be on a hung mount) keep
+// them out of their growth, so sandboxd's own writes never raise the growth rate, the
+// adaptive threshold, DiskFillingUp or the prediction (CONTRACT §6, "Do no harm").
 func (w *Watcher) OwnWrite(path string, bytes int64) {
 	mp := w.mounts.lexicalMount(cleanPath(path))
 	w.mu.Lock()
@@ -98,10 +97,19 @@ func (w *Watcher) OwnWrite(path string, bytes int64) {
 			on = append(on, fs)
 		}
 	}
-	now := w.opts.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, fs := range on {
-		fs.growth.ownWrite(now, bytes)
+		fs.growth.ownWrite(bytes)
+	}
+}
+
+// OwnFree accounts bytes sandboxd itself freed at path (reclaim's deletions and commands,
+// site prunes and drains, the reserve released): a free by sandboxd neither lowers the
+// growth of a writer that goes on nor resets its prediction, while a free by anyone else
+// lowers the growth as it lowers the net usage.
+func (w *Watcher) OwnFree(path string, bytes int64) {
+	if bytes > 0 {
+		w.OwnWrite(path, -bytes)
 	}
 }

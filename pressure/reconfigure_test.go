@@ -21,11 +21,9 @@ func TestReconfigureInPlace(t *testing.T) {
 	fs := FSConfig{Path: dir, ReclaimBelow: units.Threshold{Amount: 4 << 20}}
 	opts := Options{Filesystems: []FSConfig{fs, {Path: other}}, TransitionPeriod: time.Minute, LeadTime: time.Second, Now: clk.Now}
 	w := New(opts)
-	for i, n := range []int64{8 << 20, 8 << 20, 0} {
-		if n > 0 {
-			if err := testenv.Fill(filepath.Join(dir, "f"+string(rune('a'+i))), n); err != nil {
-				t.Fatal(err)
-			}
+	for i := 0; i < 8; i++ { // a steady writer for longer than two levels of the window (30 s each)
+		if err := testenv.Fill(filepath.Join(dir, "f"+string(rune('a'+i))), 2<<20); err != nil {
+			t.Fatal(err)
 		}
 		clk.Add(10 * time.Second)
 		sample(t, w)
