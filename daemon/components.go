@@ -125,7 +125,7 @@ func (d *Daemon) pressureOptions(cfg *config.Config) pressure.Options {
 		Filesystems: fss, SampleInterval: cfg.Health.SampleInterval,
 		TransitionPeriod: cfg.Health.TransitionPeriod, LeadTime: cfg.Reclaim.LeadTime,
 		Now: d.now, Events: d.events.For("pressure"), Logger: d.logger.With("component", "pressure"),
-		ProcRoot: d.opts.ProcRoot,
+		ProcRoot: d.opts.ProcRoot, GrowthWindow: d.opts.growthWindow,
 	}
 }
 
@@ -213,7 +213,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclai
 		MinAge: cfg.Reclaim.MinAge, Headroom: int64(cfg.Reclaim.Headroom), HeadroomInodes: cfg.Reclaim.HeadroomInodes,
 		Cooldown: cfg.Reclaim.Cooldown, MaxRunsPerHour: int(cfg.Reclaim.MaxRunsPerHour),
 		Reserves: reserves, Filesystems: fsPaths,
-		Measure: pw.Measure, OwnWrite: pw.OwnWrite, ReserveInterval: cfg.Health.SampleInterval,
+		Measure: pw.Measure, OwnWrite: pw.OwnWrite, OwnFree: pw.OwnFree, ReserveInterval: cfg.Health.SampleInterval,
 		// The sites of the components current at the call: a reload may replace them.
 		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, d.current().sites, dry) },
 		SiteUsage:   func() (int64, int64) { return siteUsage(d.current().sites) },
@@ -278,11 +278,21 @@ func (d *Daemon) newSites(cfg *config.Config) (*retention.Manager, error) {
 	}
 	m, err := retention.New(retention.Options{Sites: sites, State: d.state, Observe: cfg.Server.Mode == api.ModeObserve,
 		Now: d.now, Events: d.events.For("retention"), Logger: d.logger.With("component", "retention"), ProcRoot: d.opts.ProcRoot,
-		Jobs: jobHolder{d}, FullSpeed: d.underPressure})
+		Jobs: jobHolder{d}, FullSpeed: d.underPressure,
+		// The watcher current at the call: a reload may replace it.
+		OwnFree: d.ownFree})
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
 	}
 	return m, nil
+}
+
+// ownFree accounts bytes retention freed with the pressure watcher current at the call
+// (a reload may replace it; none yet while the first components are built).
+func (d *Daemon) ownFree(path string, n int64) {
+	if c := d.current(); c != nil && c.pressure != nil {
+		c.pressure.OwnFree(path, n)
+	}
 }
 
 func (d *Daemon) mountOptions(cfg *config.Config) mountwatch.Options {

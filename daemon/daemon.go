@@ -43,6 +43,9 @@ type Options struct {
 	stallSupervisor func()
 	// mountJobs, when set (tests), is the jobs registry registered mounts are tied to.
 	mountJobs jobTie
+	// growthWindow, when set (tests), replaces the 10m window of the growth rate, so a
+	// test of a few seconds sees a rate at all.
+	growthWindow time.Duration
 }
 
 // Daemon is one running sandboxd. Create it with New, run it with Run.

@@ -53,15 +53,29 @@ func TestReloadKeepsState(t *testing.T) {
 			fusetest.Start(t, agent, fusetest.Options{Credential: cred})
 			body += mountSpec{name: "agent", path: agent, interval: 200 * time.Millisecond, timeout: 2 * time.Second,
 				canary: true, cred: cred}.toml()
-			td := startDaemon(t, body, probeSelf)
+			// A 10 s growth window: the 10m default has no rate before a minute of samples.
+			td := startDaemon(t, body, probeSelf, func(o *Options) { o.growthWindow = 10 * time.Second })
 			td.waitMountState(t, "agent", api.MountHealthy)
 			poll(t, 20*time.Second, "the stale jobs drained", func() bool {
 				s := td.status(t).Sites
 				return len(s) == 1 && s[0].PrunedTotal == 21 && s[0].Files == 4
 			})
-			// Growth: consume space between samples until the watcher sees a rate.
+			// Growth: a writer of 640 KiB/s, on through the reloads, until the watcher sees
+			// a rate (the growth rate is net: writes that stop clear it).
+			writing, wrote := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(wrote)
+				for {
+					select {
+					case <-writing:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+					testenv.Fill(filepath.Join(mnt, fmt.Sprintf("grow-%d", time.Now().UnixNano())), 64<<10)
+				}
+			}()
+			t.Cleanup(func() { close(writing); <-wrote }) // before the tmpfs is unmounted
 			poll(t, 20*time.Second, "a growth rate", func() bool {
-				testenv.Fill(filepath.Join(mnt, fmt.Sprintf("grow-%d", time.Now().UnixNano())), 256<<10)
 				fs := td.status(t).Filesystems
 				return len(fs) == 1 && fs[0].GrowthBytesPerSecond > 0
 			})

@@ -47,7 +47,8 @@ reserve = "0"
 name = "pkgs"
 path = %q
 `, mnt, cache)
-	td := startDaemon(t, body, zeroKeys)
+	// A 10 s growth window: the 10m default has no rate before a minute of samples.
+	td := startDaemon(t, body, zeroKeys, func(o *Options) { o.growthWindow = 10 * time.Second })
 	ctx := context.Background()
 
 	_, _, raw := td.do(t, "GET", "/v1/config", "")

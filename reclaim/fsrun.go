@@ -27,6 +27,8 @@ type fsRun struct {
 	reserveLifted bool   // ... and releasing the reserve then lifted it above
 	actions       []api.Action
 	err           error
+	// ownFree accounts what an action freed as sandboxd's own (Options.OwnFree).
+	ownFree func(path string, bytes int64)
 }
 
 func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headroomInodes uint64) *fsRun {

@@ -81,7 +81,16 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 	f.belowReplace = f.cur.BelowReplace()
 }
 
-func (f *fsRun) add(a api.Action) { f.actions = append(f.actions, a) }
+// add records an action. What a real one freed is accounted as sandboxd's own free, so the
+// daemon's reclaim sawtooth does not read as "not filling" (the growth rate is net). Site
+// prunes are accounted by retention, which also prunes outside a reclaim.
+func (f *fsRun) add(a api.Action) {
+	f.actions = append(f.actions, a)
+	real := a.Status == api.ActionDone || a.Status == api.ActionFailed
+	if f.ownFree != nil && real && a.FreedBytes > 0 && a.Kind != api.ActionPruneSite {
+		f.ownFree(f.path, a.FreedBytes)
+	}
+}
 
 // rungTrash empties what an earlier run left in the caches' trash (a crash, a deadline).
 func (r *Reclaimer) rungTrash(ctx context.Context, f *fsRun, lr *ladderRun) {

@@ -100,6 +100,10 @@ type Options struct {
 	// OwnWrite declares a write sandboxd itself is about to make at path (negative: fewer
 	// bytes were written), so that it is not read as growth (nil: not declared).
 	OwnWrite func(path string, bytes int64)
+	// OwnFree accounts bytes sandboxd itself freed at path (a deletion, a gc or wipe
+	// command, the reserve released), so that the growth rate stays the net rate of
+	// others' writes (nil: not accounted). Site prunes are accounted by retention.
+	OwnFree func(path string, bytes int64)
 	// SizeBudget caps the entries one Size walk visits (default 200,000).
 	SizeBudget int64
 	// UsageBudget bounds the largest-directories walk of a replace verdict (default 2s).

@@ -176,6 +176,7 @@ func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, erro
 			continue
 		}
 		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		f.ownFree = r.opts.OwnFree
 		out.all = append(out.all, f)
 		if f.needed(req.TargetFree) {
 			out.work = append(out.work, f)

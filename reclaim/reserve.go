@@ -332,6 +332,9 @@ func (r *Reclaimer) dropOrphans() {
 			r.emit(api.EventReserve, p, fmt.Sprintf("removing reserve %s of a filesystem no longer configured failed: %v", p, err), map[string]any{"path": p})
 			continue
 		}
+		if r.opts.OwnFree != nil {
+			r.opts.OwnFree(p, st.Blocks*512)
+		}
 		r.emit(api.EventReserve, p, fmt.Sprintf("removed reserve %s (%s): its filesystem no longer keeps one", p, api.FormatSize(uint64(st.Blocks*512))),
 			map[string]any{"path": p, "bytes": st.Blocks * 512, "released": true})
 	}

@@ -59,6 +59,7 @@ func (r *Reclaimer) tick(ctx context.Context) {
 			continue
 		}
 		f := newFSRun(p, m, Request{}, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		f.ownFree = r.opts.OwnFree
 		if !f.needed(0) {
 			r.lowSeen[p] = false
 			continue

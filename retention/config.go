@@ -55,6 +55,10 @@ type Options struct {
 	// CmdlineTimeout bounds a read of /proc/PID/cmdline, which can block behind a FUSE page
 	// fault of that process (default 200ms).
 	CmdlineTimeout time.Duration
+	// OwnFree accounts bytes a prune or drain freed at a site's path as sandboxd's own
+	// free, so that the filesystem's growth rate stays the net rate of others' writes
+	// (nil: not accounted).
+	OwnFree func(path string, bytes int64)
 }
 
 // JobHolder is what retention needs of the job registry; declared here so that retention

@@ -364,6 +364,7 @@ func markTrusted(w *rawWatch, picks []pick) {
 // batch every few milliseconds need not pay for (the status and launch calls count it).
 func (s *site) finish(picks []pick, now int64, mode pruneMode, res *PruneResult) {
 	var errs []string
+	var freed int64 // by these picks (res may sum several batches)
 	s.mu.Lock()
 	for i := range picks {
 		p := &picks[i]
@@ -397,6 +398,7 @@ func (s *site) finish(picks []pick, now int64, mode pruneMode, res *PruneResult)
 		n := int64(len(p.removed))
 		res.Files += n
 		res.Bytes += p.freed
+		freed += p.freed
 		res.ByReason[p.reason] += n
 		res.Jobs = append(res.Jobs, j.id)
 		s.pruned[p.reason] += n
@@ -410,6 +412,9 @@ func (s *site) finish(picks []pick, now int64, mode pruneMode, res *PruneResult)
 	}
 	name := s.name
 	s.mu.Unlock()
+	if freed > 0 && !s.m.opts.Observe && s.m.opts.OwnFree != nil {
+		s.m.opts.OwnFree(s.path, freed) // sandboxd's own free: not a fall of the growth rate
+	}
 	if len(errs) > 0 {
 		res.Problem = fmt.Sprintf("%d jobs not fully pruned; first: %s", len(errs), errs[0])
 		res.errs = errs
