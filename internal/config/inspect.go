@@ -10,7 +10,8 @@ import (
 )
 
 // SiteGuards are the directories a site root must keep clear of, by identity: it may not
-// be, contain or lie inside a protected path, and may not be or contain the state dir.
+// be, contain or lie inside a protected path or the state dir, and where it really is
+// (through a bind mount) may not be a system directory or inside one (dangerousRoot).
 func (c *Config) SiteGuards() []safefs.Guarded { return c.guards(true) }
 
 // CacheGuards are the same for cache roots, except that a cache may lie inside a
@@ -20,7 +21,7 @@ func (c *Config) SiteGuards() []safefs.Guarded { return c.guards(true) }
 func (c *Config) CacheGuards() []safefs.Guarded { return c.guards(false) }
 
 func (c *Config) guards(site bool) []safefs.Guarded {
-	var gs []safefs.Guarded
+	gs := []safefs.Guarded{{System: true, Site: site, What: "the system directories"}}
 	for i, p := range c.Reclaim.Protect {
 		if path.IsAbs(p) {
 			gs = append(gs, safefs.Guarded{Path: path.Clean(p), Inside: site,
@@ -28,7 +29,7 @@ func (c *Config) guards(site bool) []safefs.Guarded {
 		}
 	}
 	if path.IsAbs(c.Server.StateDir) {
-		gs = append(gs, safefs.Guarded{Path: path.Clean(c.Server.StateDir),
+		gs = append(gs, safefs.Guarded{Path: path.Clean(c.Server.StateDir), Inside: true,
 			What: fmt.Sprintf("the state directory %s (server.state_dir)", c.Server.StateDir)})
 	}
 	if !site {

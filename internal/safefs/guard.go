@@ -18,6 +18,10 @@ type Guarded struct {
 	// Inside refuses a root lying beneath the guarded directory too (protected paths),
 	// not only a root that is it or contains it (the state directory).
 	Inside bool
+	// System, when set, guards the system directories rather than Path: the root's real
+	// location must not be or lie inside one (Root.CheckSystem); Site applies the rules
+	// of a site root (not a home directory itself either).
+	System, Site bool
 }
 
 // Locate returns the identity of the directory at path and of each directory above it,
@@ -66,6 +70,12 @@ func Locate(path string) ([]ID, error) {
 func (r *Root) CheckGuards(guards []Guarded) string {
 	me := r.ID()
 	for _, g := range guards {
+		if g.System {
+			if why := r.CheckSystem(g.Site); why != "" {
+				return why
+			}
+			continue
+		}
 		chain, err := locateBounded(g.Path, locateWait)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
