@@ -34,7 +34,7 @@ path = "/dev/shm/.."
 	}
 	for _, want := range []string{
 		`:6: site[0].path: site root "/usr/bin" lies inside /usr: a system directory`,
-		`:9: site[1].path: site root "/home/ci" is a user's home directory`,
+		`:9: site[1].path: site root "/home/ci" is a user's home directory: only a directory beneath it may be a root`,
 		`:12: reclaim.cache[0].path: cache root "/var/log/journal" lies inside /var/log: a system directory`,
 		`:15: reclaim.cache[1].path: cache root "/dev" is /dev: a system directory`,
 	} {

@@ -21,7 +21,7 @@ func (c *Config) SiteGuards() []safefs.Guarded { return c.guards(true) }
 func (c *Config) CacheGuards() []safefs.Guarded { return c.guards(false) }
 
 func (c *Config) guards(site bool) []safefs.Guarded {
-	gs := []safefs.Guarded{{System: true, Site: site, What: "the system directories"}}
+	gs := []safefs.Guarded{{System: true, What: "the system directories"}}
 	for i, p := range c.Reclaim.Protect {
 		if path.IsAbs(p) {
 			gs = append(gs, safefs.Guarded{Path: path.Clean(p), Inside: site,

@@ -8,13 +8,13 @@ import (
 )
 
 // dangerousRoot says why the clean absolute path p must not be a deletion root (a site
-// when site, else a cache), "" when it may be: the state directory or a directory inside
+// or a cache), "" when it may be: the state directory or a directory inside
 // it (sandboxd's own cooldowns, sightings and reserve would go), "/", a system directory
 // or a directory inside one (safefs.SystemRoot: /usr/bin, /var/log, /proc/1, ...), a home
-// directory itself (sites), or an ancestor of the state directory. The daemon applies
+// directory itself, or an ancestor of the state directory. The daemon applies
 // the same rule to where the root really is on disk (safefs.Root.CheckSystem, run as one
 // of the guards).
-func dangerousRoot(p, stateDir string, site bool) string {
+func dangerousRoot(p, stateDir string) string {
 	sd := ""
 	if stateDir != "" && path.IsAbs(stateDir) {
 		sd = path.Clean(stateDir)
@@ -25,7 +25,7 @@ func dangerousRoot(p, stateDir string, site bool) string {
 			return fmt.Sprintf("lies inside the state directory (server.state_dir %q)", stateDir)
 		}
 	}
-	if why := safefs.SystemRoot(p, site); why != "" {
+	if why := safefs.SystemRoot(p); why != "" {
 		return why
 	}
 	if sd != "" && within(sd, p) {

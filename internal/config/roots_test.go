@@ -7,8 +7,7 @@ import (
 	"testing"
 )
 
-// Every dangerous root is refused as a site and (unless it is only a site's rule) as a
-// cache, with its key, line and the rule; the directories beneath them that sandboxd is
+// Every dangerous root is refused as a site and as a cache, with its key, line and the rule; the directories beneath them that sandboxd is
 // meant for are not.
 func TestDangerousRootsRefused(t *testing.T) {
 	const state = "/var/lib/sandboxd"
@@ -74,10 +73,10 @@ func TestDangerousRootsRefused(t *testing.T) {
 		{"/var/cache/ci", "", ""},
 		{"/var/tmp/ci", "", ""},
 		{"/home", "is /home", "is /home"},
-		{"/home/ci", "home directory", ""},
+		{"/home/ci", "home directory", "home directory"},
 		{"/home/ci/work", "", ""},
 		{"/home/ci/.cache/go-build", "", ""},
-		{"/root", "root's home directory", ""},
+		{"/root", "root's home directory", "root's home directory"},
 		{"/root/.cache/pip", "", ""},
 		{"/srv/pnpm-store", "", ""},
 		{"/opt/x", "", ""},

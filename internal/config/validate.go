@@ -152,7 +152,7 @@ func validateReclaim(r *Reclaim, stateDir string, ps *problems) {
 		if absPath(ps, k+".path", c.Path, false) {
 			root := path.Clean(c.Path)
 			unique(ps, k+".path", root, "path", "reclaim.cache", i, roots)
-			if why := dangerousRoot(root, stateDir, false); why != "" {
+			if why := dangerousRoot(root, stateDir); why != "" {
 				ps.addf(k+".path", "cache root %q %s", c.Path, why)
 			}
 			for j, p := range r.Protect {
@@ -198,7 +198,7 @@ func validateSites(sites []Site, protect []string, stateDir string, ps *problems
 		if absPath(ps, k+".path", s.Path, false) {
 			p := path.Clean(s.Path)
 			unique(ps, k+".path", p, "path", "site", i, paths)
-			if why := dangerousRoot(p, stateDir, true); why != "" {
+			if why := dangerousRoot(p, stateDir); why != "" {
 				ps.addf(k+".path", "site root %q %s", s.Path, why)
 			}
 			for j, pr := range protect {

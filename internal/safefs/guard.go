@@ -19,9 +19,8 @@ type Guarded struct {
 	// not only a root that is it or contains it (the state directory).
 	Inside bool
 	// System, when set, guards the system directories rather than Path: the root's real
-	// location must not be or lie inside one (Root.CheckSystem); Site applies the rules
-	// of a site root (not a home directory itself either).
-	System, Site bool
+	// location must not be or lie inside one (Root.CheckSystem).
+	System bool
 }
 
 // Locate returns the identity of the directory at path and of each directory above it,
@@ -71,7 +70,7 @@ func (r *Root) CheckGuards(guards []Guarded) string {
 	me := r.ID()
 	for _, g := range guards {
 		if g.System {
-			if why := r.CheckSystem(g.Site); why != "" {
+			if why := r.CheckSystem(); why != "" {
 				return why
 			}
 			continue

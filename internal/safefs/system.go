@@ -31,10 +31,10 @@ var exactSystem = []string{"/var", "/home", "/run", "/run/user", "/usr/local", "
 var usrLocalSystem = []string{"bin", "sbin", "etc", "include", "man", "share/man"}
 
 // SystemRoot says why the clean absolute path p must not be a deletion root, "" when it
-// may be. site marks a site root, which may also not be a user's home directory itself
-// (/home/NAME, /root): retention would prune the user's files by age. A cache beneath a
-// home (~/.cache/go-build) is what discovery finds, so it is fine.
-func SystemRoot(p string, site bool) string {
+// may be. A user's home directory itself (/home/NAME, /root) is refused too: a site would
+// prune the user's files by age, a cache's wipe would empty it. A cache beneath a home
+// (~/.cache/go-build) is what discovery finds, so it is fine.
+func SystemRoot(p string) string {
 	if p == "/" {
 		return "is the root directory: everything on the machine lies beneath it"
 	}
@@ -80,12 +80,12 @@ func SystemRoot(p string, site bool) string {
 			return "is a user's runtime directory (/run/user/UID): only a directory beneath it may be a root"
 		}
 	case "home":
-		if site && !strings.Contains(rest, "/") {
-			return "is a user's home directory: a site would prune the user's files by age"
+		if !strings.Contains(rest, "/") {
+			return "is a user's home directory: only a directory beneath it may be a root"
 		}
 	case "root":
-		if site && rest == "" {
-			return "is root's home directory: a site would prune its files by age"
+		if rest == "" {
+			return "is root's home directory: only a directory beneath it may be a root"
 		}
 	}
 	return ""
@@ -122,7 +122,7 @@ var pseudoFS = map[string]bool{"proc": true, "sysfs": true, "cgroup": true, "cgr
 // is a system directory or lies inside one (SystemRoot), or it is on one of the kernel's
 // pseudo-filesystems (a mount of /proc, /sys or /dev elsewhere). The text of the path is
 // what the config check already judged; this is what the walk reached.
-func (r *Root) CheckSystem(site bool) string {
+func (r *Root) CheckSystem() string {
 	m, real, err := r.realPath()
 	if err != nil {
 		// Fail closed: a root whose place cannot be told is not worked on until it can.
@@ -131,11 +131,11 @@ func (r *Root) CheckSystem(site bool) string {
 	if pseudoFS[m.fstype] {
 		return fmt.Sprintf("root %s is on the kernel's %s filesystem (mounted at %s): not a place for files to prune", r.path, m.fstype, m.point)
 	}
-	if why := SystemRoot(r.path, site); why != "" {
+	if why := SystemRoot(r.path); why != "" {
 		return fmt.Sprintf("root %s %s", r.path, why)
 	}
 	if real != r.path {
-		if why := SystemRoot(real, site); why != "" {
+		if why := SystemRoot(real); why != "" {
 			return fmt.Sprintf("root %s is really %s (a bind mount of it), which %s", r.path, real, why)
 		}
 	}
