@@ -35,6 +35,7 @@ type growth struct {
 	max                  int
 	pts                  []growthPoint // oldest first, within window of the newest
 	own                  int64         // bytes sandboxd wrote minus bytes it freed, so far
+	scratch              []int64       // levelAt's sort buffer
 }
 
 type growthPoint struct {
@@ -95,23 +96,27 @@ func (g *growth) rate(now time.Time) float64 {
 }
 
 // levelAt is the median time and the median free space of the samples within [from, to]
-// (ok false: there is none).
+// (ok false: there is none). The samples are in time order: the slice is found by binary
+// search, and its values sorted in a scratch buffer (rate runs on every sample, and
+// Measure is on the launch path).
 func (g *growth) levelAt(from, to time.Time) (t time.Time, avail int64, ok bool) {
-	var ts []time.Time
-	var as []int64
-	for _, p := range g.pts {
-		if p.t.Before(from) || p.t.After(to) {
-			continue
-		}
-		ts, as = append(ts, p.t), append(as, p.avail)
+	lo, _ := slices.BinarySearchFunc(g.pts, from, func(p growthPoint, t time.Time) int { return p.t.Compare(t) })
+	hi, found := slices.BinarySearchFunc(g.pts, to, func(p growthPoint, t time.Time) int { return p.t.Compare(t) })
+	if found {
+		hi++
 	}
-	if len(as) == 0 {
+	in := g.pts[lo:hi]
+	if len(in) == 0 {
 		return time.Time{}, 0, false
 	}
-	slices.Sort(as) // the times are in order already
-	m := len(as) / 2
-	if len(as)%2 == 1 {
-		return ts[m], as[m], true
+	g.scratch = g.scratch[:0]
+	for _, p := range in {
+		g.scratch = append(g.scratch, p.avail)
 	}
-	return ts[m-1].Add(ts[m].Sub(ts[m-1]) / 2), as[m-1] + (as[m]-as[m-1])/2, true
+	slices.Sort(g.scratch)
+	as, m := g.scratch, len(in)/2
+	if len(in)%2 == 1 {
+		return in[m].t, as[m], true
+	}
+	return in[m-1].t.Add(in[m].t.Sub(in[m-1].t) / 2), as[m-1] + (as[m]-as[m-1])/2, true
 }

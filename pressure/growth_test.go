@@ -3,6 +3,8 @@ package pressure
 import (
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The growth rate is the net rate of others' usage: sandboxd's own writes and frees are
@@ -54,4 +56,26 @@ func TestGrowthIsNetOfOwnChanges(t *testing.T) {
 	if r != 0 {
 		t.Fatalf("after the user's delete and no writes: growth %.0f B/s", r)
 	}
+}
+
+// BenchmarkGrowthRate is the growth part of one sample with the default window full
+// (10m of 1 s samples), beside the statfs that every sample makes anyway.
+func BenchmarkGrowthRate(b *testing.B) {
+	g := newGrowth(10*time.Minute, time.Second)
+	t0 := time.Unix(1_000_000, 0)
+	for i := 0; i < 700; i++ {
+		g.add(t0.Add(time.Duration(i)*time.Second), uint64(1<<30-i<<20))
+	}
+	now := t0.Add(699 * time.Second)
+	b.Run("rate", func(b *testing.B) {
+		for b.Loop() {
+			g.rate(now)
+		}
+	})
+	b.Run("statfs", func(b *testing.B) {
+		var st unix.Statfs_t
+		for b.Loop() {
+			unix.Statfs("/", &st)
+		}
+	})
 }
