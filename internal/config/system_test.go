@@ -12,11 +12,11 @@ import (
 )
 
 // `config check` judges where a root really is, not only its text: a bind mount of
-// /usr/share, of /usr/lib, a mount of proc and one of sysfs elsewhere are refused; a plain directory on
+// /usr/share, of /usr/lib and of / itself, a mount of proc and one of sysfs elsewhere are refused; a plain directory on
 // a tmpfs is not. Nothing is deleted: Check only opens the roots (and the bind is read-only).
 func TestCheckRefusesSystemDirsBehindMounts(t *testing.T) {
 	T := testenv.Tmpfs(t, 1<<20, 0)
-	for _, d := range []string{"usrshare", "usrlib", "proc", "sys", "ok/site"} {
+	for _, d := range []string{"usrshare", "usrlib", "whole", "proc", "sys", "ok/site"} {
 		if err := os.MkdirAll(filepath.Join(T, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -34,6 +34,12 @@ func TestCheckRefusesSystemDirsBehindMounts(t *testing.T) {
 	}
 	mount("/usr/lib", filepath.Join(T, "usrlib"), "", unix.MS_BIND)
 	if err := unix.Mount("", filepath.Join(T, "usrlib"), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The whole root filesystem mounted a second time (what /proc/self/root shows, as a
+	// chroot's bind of / does): its /usr is still /usr.
+	mount("/", filepath.Join(T, "whole"), "", unix.MS_BIND)
+	if err := unix.Mount("", filepath.Join(T, "whole"), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}
 	mount("proc", filepath.Join(T, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC)
@@ -57,6 +63,9 @@ path = "%[1]s/sys/fs"
 [[reclaim.cache]]
 name = "usr"
 path = "%[1]s/usrlib"
+[[reclaim.cache]]
+name = "whole"
+path = "%[1]s/whole/usr/share"
 `, T)
 	f := filepath.Join(t.TempDir(), "c.toml")
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
@@ -72,6 +81,7 @@ path = "%[1]s/usrlib"
 		":9: site[1].path: root " + T + "/proc/1 is on the kernel's proc filesystem",
 		":15: reclaim.cache[0].path: root " + T + "/sys/fs is on the kernel's sysfs filesystem",
 		":18: reclaim.cache[1].path: root " + T + "/usrlib is really /usr/lib",
+		":21: reclaim.cache[2].path: root " + T + "/whole/usr/share is really /usr/share",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Check's error lacks %q:\n%s", want, msg)

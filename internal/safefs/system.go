@@ -117,13 +117,13 @@ var pseudoFS = map[string]bool{"proc": true, "sysfs": true, "cgroup": true, "cgr
 	"fusectl": true, "mqueue": true, "hugetlbfs": true, "nsfs": true, "autofs": true}
 
 // CheckSystem says why the open root must not be worked on because of where it really is,
-// "" when it may be: its real location (the directory it is inside its filesystem, found
+// "" when it may be: a real location (the directory it is inside its filesystem, found
 // where that filesystem is mounted whole, so a bind mount of /usr/bin at /srv/x is /usr/bin)
 // is a system directory or lies inside one (SystemRoot), or it is on one of the kernel's
 // pseudo-filesystems (a mount of /proc, /sys or /dev elsewhere). The text of the path is
 // what the config check already judged; this is what the walk reached.
 func (r *Root) CheckSystem() string {
-	m, real, err := r.realPath()
+	m, reals, err := r.realPaths()
 	if err != nil {
 		// Fail closed: a root whose place cannot be told is not worked on until it can.
 		return fmt.Sprintf("root %s: cannot tell where it really is: %v", r.path, err)
@@ -134,7 +134,10 @@ func (r *Root) CheckSystem() string {
 	if why := SystemRoot(r.path); why != "" {
 		return fmt.Sprintf("root %s %s", r.path, why)
 	}
-	if real != r.path {
+	for _, real := range reals {
+		if real == r.path {
+			continue
+		}
 		if why := SystemRoot(real); why != "" {
 			return fmt.Sprintf("root %s is really %s (a bind mount of it), which %s", r.path, real, why)
 		}
@@ -151,20 +154,23 @@ type mountEntry struct {
 	fstype string
 }
 
-// realPath finds the root's mount (by the mount id statx gives for the very fd held) and
-// maps the root to its place in its filesystem, and that to a mount of the filesystem's
-// whole tree: the root's real location (its own path when no mount shows more).
-func (r *Root) realPath() (mountEntry, string, error) {
+// realPaths finds the root's mount (by the mount id statx gives for the very fd held),
+// maps the root to its place in its filesystem, and that to each mount of the filesystem
+// that shows the most of it (the smallest mount root: "/" for the system's own mount of
+// it): the root's real locations. A filesystem mounted whole twice (a bind of / at
+// /srv/r) gives two, and each is judged; a bind of a subtree elsewhere (a directory
+// handed to a container) is a view, not where the directory lives, so it is not.
+func (r *Root) realPaths() (mountEntry, []string, error) {
 	var stx unix.Statx_t
 	if err := unix.Statx(r.fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx); err != nil {
-		return mountEntry{}, "", fmt.Errorf("statx: %w", err)
+		return mountEntry{}, nil, fmt.Errorf("statx: %w", err)
 	}
 	if stx.Mask&unix.STATX_MNT_ID == 0 {
-		return mountEntry{}, "", fmt.Errorf("the kernel gives no mount id (Linux >= 5.8 needed)")
+		return mountEntry{}, nil, fmt.Errorf("the kernel gives no mount id (Linux >= 5.8 needed)")
 	}
 	ms, err := readMountinfo()
 	if err != nil {
-		return mountEntry{}, "", err
+		return mountEntry{}, nil, err
 	}
 	var m mountEntry
 	found := false
@@ -174,30 +180,28 @@ func (r *Root) realPath() (mountEntry, string, error) {
 		}
 	}
 	if !found {
-		return mountEntry{}, "", fmt.Errorf("mount %d is not in /proc/self/mountinfo", stx.Mnt_id)
+		return mountEntry{}, nil, fmt.Errorf("mount %d is not in /proc/self/mountinfo", stx.Mnt_id)
 	}
 	if !inside(r.path, m.point) && m.point != "/" {
-		return m, "", fmt.Errorf("%s is not beneath its mount point %s", r.path, m.point)
+		return m, nil, fmt.Errorf("%s is not beneath its mount point %s", r.path, m.point)
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(r.path, m.point), "/")
-	if m.root == "/" {
-		return m, r.path, nil
-	}
-	fsPath := path.Join(m.root, rel)
-	// The same filesystem mounted with a root at or above fsPath (this mount itself is one):
-	// the one that shows the most of it (root "/"), as the system's own mount of it does,
-	// says where the directory really is.
-	best, bestRoot := r.path, m.root
+	fsPath := path.Join(m.root, strings.TrimPrefix(strings.TrimPrefix(r.path, m.point), "/"))
+	minRoot := len(m.root)
+	var views []mountEntry
 	for _, e := range ms {
-		if e.dev != m.dev || (e.root != "/" && !inside(fsPath, e.root)) {
-			continue
-		}
-		if len(e.root) < len(bestRoot) {
-			under := strings.TrimPrefix(strings.TrimPrefix(fsPath, e.root), "/")
-			best, bestRoot = path.Join(e.point, under), e.root
+		if e.dev == m.dev && (e.root == "/" || inside(fsPath, e.root)) {
+			views = append(views, e)
+			minRoot = min(minRoot, len(e.root))
 		}
 	}
-	return m, best, nil
+	var out []string
+	for _, e := range views {
+		if len(e.root) == minRoot {
+			under := strings.TrimPrefix(strings.TrimPrefix(fsPath, e.root), "/")
+			out = append(out, path.Join(e.point, under))
+		}
+	}
+	return m, out, nil
 }
 
 func readMountinfo() ([]mountEntry, error) {
