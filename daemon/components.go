@@ -287,14 +287,6 @@ func (d *Daemon) newSites(cfg *config.Config) (*retention.Manager, error) {
 	return m, nil
 }
 
-// ownFree accounts bytes retention freed with the pressure watcher current at the call
-// (a reload may replace it; none yet while the first components are built).
-func (d *Daemon) ownFree(path string, n int64) {
-	if c := d.current(); c != nil && c.pressure != nil {
-		c.pressure.OwnFree(path, n)
-	}
-}
-
 func (d *Daemon) mountOptions(cfg *config.Config) mountwatch.Options {
 	// The D-Bus restarter connects on first use, so one is always passed: a reload that
 	// adds a remount_unit needs no new watcher.

@@ -138,7 +138,7 @@ func New(opts Options) (*Daemon, error) {
 	if opts.mountJobs != nil {
 		d.wireJobTie(opts.mountJobs)
 	}
-	d.state.OnWrite(func(path string, n int64) { d.current().pressure.OwnWrite(path, n) })
+	d.state.OnWrite(d.stateWrite)
 	d.metrics = newMetrics(d)
 	d.reloads.record(true, d.now())
 	d.lastLoop.Store(d.now().UnixNano())

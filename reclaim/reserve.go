@@ -163,10 +163,11 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	// The file is sandboxd's own write: declared first, so that the pressure watcher
 	// never reads it as growth (a fresh 256 MiB reserve read as "filling at 255.8 MiB/s"
 	// and sent the adaptive threshold to its cap).
-	r.ownWrite(rs.cfg.Path, rs.cfg.Bytes)
+	// The new file replaces what is there: the net write is the difference.
+	r.ownWrite(rs.cfg.Path, rs.cfg.Bytes-have)
 	err := createReserve(rs.cfg.Path, rs.cfg.Bytes)
 	if err != nil {
-		r.ownWrite(rs.cfg.Path, -rs.cfg.Bytes)
+		r.ownWrite(rs.cfg.Path, have-rs.cfg.Bytes)
 	}
 	r.mu.Lock()
 	if err == nil {
