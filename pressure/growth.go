@@ -32,6 +32,7 @@ import (
 // from flapping on top of that. A window shorter than two levels has no rate yet.
 type growth struct {
 	window, quiet, level time.Duration
+	gap                  time.Duration // the least time between two points (half an interval)
 	max                  int
 	pts                  []growthPoint // oldest first, within window of the newest
 	own                  int64         // bytes sandboxd wrote minus bytes it freed, so far
@@ -48,7 +49,7 @@ func newGrowth(window, interval time.Duration) *growth {
 	if interval > 0 {
 		n = min(max(int(window/interval)+2, 16), 4096)
 	}
-	return &growth{window: window, quiet: max(window/5, 3*interval), level: max(window/20, 3*interval), max: n}
+	return &growth{window: window, quiet: max(window/5, 3*interval), level: max(window/20, 3*interval), gap: interval / 2, max: n}
 }
 
 // ownWrite accounts bytes sandboxd itself wrote (negative: freed, or fewer written than
@@ -56,9 +57,11 @@ func newGrowth(window, interval time.Duration) *growth {
 // a sample or two: the levels are medians.
 func (g *growth) ownWrite(bytes int64) { g.own += bytes }
 
-// add records a sample; samples older than the newest are dropped.
+// add records a sample; samples older than the newest are dropped, and so are those
+// within half an interval of it: every Measure (a launch) is a sample too, and a storm
+// of launches must not push the window's history out through the cap on points.
 func (g *growth) add(t time.Time, avail uint64) {
-	if n := len(g.pts); n > 0 && !t.After(g.pts[n-1].t) {
+	if n := len(g.pts); n > 0 && (!t.After(g.pts[n-1].t) || t.Sub(g.pts[n-1].t) < g.gap) {
 		return
 	}
 	g.pts = append(g.pts, growthPoint{t: t, avail: int64(min(avail, 1<<62)) + g.own})

@@ -48,6 +48,15 @@ func TestGrowthIsNetOfOwnChanges(t *testing.T) {
 			t.Fatalf("second %d: growth %.0f B/s under 1 MiB/s of writes and sandboxd's frees", s, r)
 		}
 	}
+	// A storm of launches, each a Measure and so a sample, between two ticks: the history
+	// stays (the cap on points would otherwise leave a window of a moment, and no rate).
+	before := g.rate(at(s))
+	for i := 0; i < 10_000; i++ {
+		g.add(at(s).Add(time.Duration(i+1)*50*time.Microsecond), uint64(avail))
+	}
+	if r := step(-1 << 20); r < 0.97*before || r > 1.03*before {
+		t.Fatalf("after a storm of samples: growth %.0f B/s, %.0f before", r, before)
+	}
 	// A user deletes 30 MiB and stops writing: not filling.
 	step(30 << 20)
 	for i := 0; i < 20; i++ {
