@@ -227,7 +227,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclai
 // A dry run plans from the index and deletes nothing.
 func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) []api.Action {
 	var out []api.Action
-	results := sites.PlanAll
+	results := func() []retention.PruneResult { return sites.PlanAll(ctx) }
 	if !dry {
 		results = func() []retention.PruneResult { return sites.PruneAll(ctx) }
 	}

@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"context"
 	"math"
 	"slices"
 )
@@ -8,10 +9,13 @@ import (
 // PlanAll is PruneAll as a dry run (rung 1 of `sandboxd reclaim --dry-run`): what each
 // site's index says a prune would take now — expired jobs, then the oldest past min_age
 // while the site is over max_files or max_bytes — claiming, deleting and recording
-// nothing. Observed is false: these are plans, not observe mode's would-prunes.
-func (m *Manager) PlanAll() []PruneResult {
+// nothing. Observed is false: these are plans, not observe mode's would-prunes. Like a
+// prune, a plan asked for right after start-up waits (within ctx) for the site's first
+// scan, so it does not answer "not scanned yet" for a site it is about to know.
+func (m *Manager) PlanAll(ctx context.Context) []PruneResult {
 	var out []PruneResult
 	for _, s := range m.siteList() {
+		m.waitStarted(ctx, s)
 		out = append(out, s.plan())
 	}
 	return out

@@ -26,7 +26,7 @@ func TestPlanAllDeletesNothingAndMatchesPruneAll(t *testing.T) {
 	cfg.MaxFiles = int64(len(fresh) + len(mid)/2) // over the limit by one job: mid1 goes for count
 	m, _ := staticSiteCfg(t, cfg, Options{})
 
-	plans := m.PlanAll()
+	plans := m.PlanAll(context.Background())
 	if len(plans) != 1 {
 		t.Fatalf("PlanAll: %d results, want 1", len(plans))
 	}
@@ -42,7 +42,7 @@ func TestPlanAllDeletesNothingAndMatchesPruneAll(t *testing.T) {
 			t.Fatalf("the plan deleted %s: %v", n, err)
 		}
 	}
-	if again := m.PlanAll()[0]; !slices.Equal(again.Jobs, p.Jobs) || again.Files != p.Files {
+	if again := m.PlanAll(context.Background())[0]; !slices.Equal(again.Jobs, p.Jobs) || again.Files != p.Files {
 		t.Fatalf("a second plan differs (the first changed the index): %v %d", again.Jobs, again.Files)
 	}
 
