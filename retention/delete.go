@@ -11,7 +11,7 @@ import (
 
 // deleteJob removes one job's entries through the site root's open Dir, the pid file
 // last, so a job cut short still shows whose it was. A trusted pick costs one unlinkat per
-// file. Otherwise each entry is verified first, one statx each (the age recheck, which
+// plain file (its directories are stated again and removed by the tree walk). Otherwise each entry is verified first, one statx each (the age recheck, which
 // also gives the type and the bytes freed); directories go first (a tree with a newer file
 // inside is kept, and then nothing else of the job goes), and if an entry became younger
 // than the cutoff, nothing is removed.
@@ -21,6 +21,24 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 	if p.trusted {
 		ents = make([]safefs.Entry, 0, len(p.ents))
 		for _, e := range p.ents {
+			if e.isDir() {
+				// Stated again, as an untrusted entry is: the age recheck of the
+				// directory itself; the tree walk checks what is inside.
+				de, err := d.Lstat(e.name)
+				if err != nil {
+					p.gone = append(p.gone, e.name)
+					continue
+				}
+				if de.Dev != dev || de.MountRoot {
+					continue // a mount point: never removed
+				}
+				if de.Mtime.UnixNano() >= p.cutoff {
+					p.ups = statNames(root.Fd(), dev, p.names())
+					return
+				}
+				ents = append(ents, de)
+				continue
+			}
 			ents = append(ents, safefs.Entry{
 				Name: e.name, Type: uint32(e.typ) << 12, Size: e.size, Ino: e.ino, Dev: dev,
 				Mtime: timeFromNanos(e.mtime), Nlink: 1, Blocks: int64(e.blocks),

@@ -133,9 +133,10 @@ type pick struct {
 	reason string
 	cutoff int64 // an entry must still be older than this when it is deleted
 	bytes  int64
-	// ents are the entries as the index knew them when claimed. clean: none is a
-	// directory or written since its last lstat; trusted: clean, and no event about any
-	// of them waits to be applied, so the index's figures are the files' own (markTrusted).
+	// ents are the entries as the index knew them when claimed. clean: none was written
+	// since its last lstat; trusted: clean, and no event about any of them waits to be
+	// applied, so the index's figures are the plain files' own (markTrusted). A
+	// directory is stated again whatever the pick is (deleteJob).
 	ents    []entry
 	clean   bool
 	trusted bool
@@ -292,7 +293,10 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 		p.ents = slices.Clone(top.entries)
 		p.clean = true
 		for i := range top.entries {
-			if top.entries[i].dirty || top.entries[i].isDir() {
+			// A directory does not make the pick unclean: deleteJob states it again and
+			// removes it by the tree walk, which checks everything inside (inotify on the
+			// root sees nothing of what happens in there); only its plain files are trusted.
+			if top.entries[i].dirty {
 				p.clean = false
 			}
 		}
