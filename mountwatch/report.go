@@ -21,12 +21,14 @@ func (w *Watcher) Snapshot() []api.Mount {
 	return out
 }
 
-// Others lists the FUSE mounts seen in mountinfo that are not configured (not probed:
-// State is empty).
+// Others lists the FUSE mounts in mountinfo that are not configured (not probed: State
+// is empty). It reads mountinfo when asked (reading it never blocks on a hung mount), so
+// the supervisor loop need not re-read it every tick when no mount is configured.
 func (w *Watcher) Others() []api.Mount {
+	entries, _ := readMountinfo(w.opts.ProcRoot) // lines that parse are listed
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]api.Mount(nil), w.others...)
+	return w.otherMounts(entries)
 }
 
 // view renders m; caller holds w.mu.

@@ -26,12 +26,10 @@ type outcome struct {
 	at       time.Time
 }
 
-// discover updates presence, owner and connection number of every configured mount, and
-// the list of other FUSE mounts. Caller holds w.mu.
+// discover updates presence, owner and connection number of every configured mount.
+// Caller holds w.mu.
 func (w *Watcher) discover(entries []mountEntry) {
-	configured := map[string]bool{}
 	for _, m := range w.mounts {
-		configured[m.cfg.Path] = true
 		e, ok := topmostAt(entries, m.cfg.Path)
 		m.present = ok && isFUSE(e.FSType)
 		if ok {
@@ -43,13 +41,22 @@ func (w *Watcher) discover(entries []mountEntry) {
 			m.conn, m.hasConn = e.Minor, true
 		}
 	}
+}
+
+// otherMounts lists the FUSE mounts in entries whose mountpoint is not a configured
+// mount's path. Caller holds w.mu.
+func (w *Watcher) otherMounts(entries []mountEntry) []api.Mount {
+	configured := map[string]bool{}
+	for _, m := range w.mounts {
+		configured[m.cfg.Path] = true
+	}
 	var others []api.Mount
 	for _, e := range entries {
 		if isFUSE(e.FSType) && !configured[e.MountPoint] {
 			others = append(others, api.Mount{Path: e.MountPoint, FSType: e.FSType, Source: e.Source, Links: []api.Link{}})
 		}
 	}
-	w.others = others
+	return others
 }
 
 // round runs one probe round for m: a missing mount fails at once; a probe still

@@ -22,9 +22,8 @@ type Watcher struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex // guards mounts, others, counters and every field of each mount
+	mu       sync.Mutex // guards mounts, counters and every field of each mount
 	mounts   []*mount
-	others   []api.Mount
 	counters Counters
 
 	servers probeServers // the probe children, one per mount owner (own lock)
@@ -249,7 +248,14 @@ func (w *Watcher) tick() time.Duration {
 }
 
 // step is one pass of the loop over every mount. It never blocks on a mount.
+// With no mount configured it reads nothing: Others reads mountinfo when asked.
 func (w *Watcher) step(ctx context.Context, elapsed time.Duration) {
+	w.mu.Lock()
+	none := len(w.mounts) == 0
+	w.mu.Unlock()
+	if none {
+		return
+	}
 	entries, err := readMountinfo(w.opts.ProcRoot)
 	if err != nil && len(entries) == 0 {
 		w.log.Warn("mountwatch: cannot read mountinfo", "err", err)
