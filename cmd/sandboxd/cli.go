@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/suggest"
 )
 
 // A command is one entry of the command table (CONTRACT §9). A leaf has a run (or a setup
@@ -249,7 +250,7 @@ func suggestFlag(fs *flag.FlagSet, name string) string {
 func closest(s string, candidates []string) string {
 	best, bestDist := "", 3
 	for _, c := range candidates {
-		d := editDistance(s, c)
+		d := suggest.Distance(s, c)
 		if len(s) >= 2 && strings.HasPrefix(c, s) {
 			d = min(d, 1)
 		}
@@ -258,27 +259,6 @@ func closest(s string, candidates []string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func (c *command) sub(name string) *command {

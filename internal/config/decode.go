@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sandboxd/sandboxd/internal/suggest"
 )
 
 // decode builds the effective config: the embedded default, then data over it key by
@@ -88,7 +90,7 @@ func (d *decoder) table(prefix string, m map[string]any, fields []field) {
 		key := join(prefix, k)
 		i := slices.IndexFunc(fields, func(f field) bool { return f.name == k })
 		if i < 0 {
-			d.ps.addf(key, "unknown key %s%s", quoteKey(k), suggest(k, fields))
+			d.ps.addf(key, "unknown key %s%s", quoteKey(k), didYouMean(k, fields))
 			continue
 		}
 		if err := fields[i].set(d, key, m[k]); err != nil {
@@ -97,11 +99,11 @@ func (d *decoder) table(prefix string, m map[string]any, fields []field) {
 	}
 }
 
-// suggest names the known key closest to a misspelt one, if one is close.
-func suggest(k string, fields []field) string {
+// didYouMean names the known key closest to a misspelt one, if one is close.
+func didYouMean(k string, fields []field) string {
 	best, bestDist := "", 3
 	for _, f := range fields {
-		if d := editDistance(k, f.name); d < bestDist {
+		if d := suggest.Distance(k, f.name); d < bestDist {
 			best, bestDist = f.name, d
 		}
 	}
@@ -109,30 +111,6 @@ func suggest(k string, fields []field) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between two short strings.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func join(prefix, k string) string {
