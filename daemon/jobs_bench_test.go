@@ -28,7 +28,7 @@ import (
 
 func jobsBenchDaemon(b *testing.B) (*testDaemon, string) {
 	b.Helper()
-	root := jobsRoot(b)
+	root := testenv.CgroupRoot(b)
 	td := startDaemon(b, noSites(b.TempDir())+fmt.Sprintf("[jobs]\ncgroup_root = %q\n", root), func(o *Options) {
 		o.Config.Health.SampleInterval = time.Second // the default, not the harness's 100 ms
 	})

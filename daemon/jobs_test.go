@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,55 +16,8 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
-	"github.com/sandboxd/sandboxd/internal/mountinfo"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
-
-// jobsRoot is a cgroup root unique to the test, under the cgroup2 mount, removed (its
-// processes killed) when the test ends.
-func jobsRoot(t testing.TB) string {
-	t.Helper()
-	testenv.RequireRoot(t)
-	entries, _ := mountinfo.Read("/proc")
-	mount := ""
-	for _, e := range entries {
-		if e.FSType == "cgroup2" {
-			mount = e.MountPoint
-		}
-	}
-	if mount == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no cgroup2 mount and CI=true")
-		}
-		t.Skip("skipping: no cgroup2 mount")
-	}
-	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
-	root := filepath.Join(mount, "sandboxd-test-"+name+"-"+strconv.Itoa(os.Getpid()))
-	t.Cleanup(func() { killTree(t, root) })
-	return root
-}
-
-func killTree(t testing.TB, dir string) {
-	var dirs []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-			os.WriteFile(filepath.Join(p, "cgroup.kill"), []byte("1"), 0)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		for try := 0; try < 100; try++ {
-			if err := syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, syscall.ENOENT) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if _, err := os.Stat(dir); err == nil {
-		t.Errorf("cleanup: cgroup %s left behind", dir)
-	}
-}
 
 func jobSleeper(t *testing.T) *exec.Cmd {
 	t.Helper()
@@ -87,7 +39,7 @@ func jobProblem(err error) api.Code {
 
 // The HTTP API of CONTRACT §11 end to end, over the Unix socket, on real cgroups.
 func TestJobsAPI(t *testing.T) {
-	root := jobsRoot(t)
+	root := testenv.CgroupRoot(t)
 	_, site, body := siteOnTmpfs(t, 64<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"1s\"\nmax_lifetime = \"1h\"\n", root))
 	td := startDaemon(t, body)
 	ctx := context.Background()
@@ -221,7 +173,7 @@ func TestJobsUnavailable(t *testing.T) {
 // A reload (SIGHUP) changes the [jobs] limits in place: running jobs keep their cgroups
 // and leases, new registrations get the new defaults; a new cgroup_root waits for a restart.
 func TestJobsReloadInPlace(t *testing.T) {
-	root := jobsRoot(t)
+	root := testenv.CgroupRoot(t)
 	dir := t.TempDir()
 	body := noSites(dir) + fmt.Sprintf("[jobs]\ncgroup_root = %q\ndefault_ttl = \"1h\"\n", root)
 	td := startDaemon(t, body)

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/fusetest"
-	"github.com/sandboxd/sandboxd/internal/mountinfo"
 	"github.com/sandboxd/sandboxd/internal/state"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 	"github.com/sandboxd/sandboxd/jobs"
@@ -24,27 +21,11 @@ import (
 // The tie of registered mounts to jobs (issue 12), with the real jobs registry (package
 // jobs) on a cgroup v2 root of the test's own, and real FUSE mounts.
 
-var cgName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
-
 // testJobs runs a jobs registry on a cgroup root unique to t; every job is ended and the
-// cgroups removed when t ends.
+// cgroups removed when t ends (testenv.CgroupRoot).
 func testJobs(t *testing.T) *jobs.Manager {
 	t.Helper()
-	testenv.RequireRoot(t)
-	es, _ := mountinfo.Read("/proc")
-	mount := ""
-	for _, e := range es {
-		if e.FSType == "cgroup2" {
-			mount = e.MountPoint
-		}
-	}
-	if mount == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no cgroup2 mount and CI=true")
-		}
-		t.Skip("skipping: no cgroup2 mount")
-	}
-	root := filepath.Join(mount, "sandboxd-test-"+cgName.ReplaceAllString(t.Name(), "_")+"-"+strconv.Itoa(os.Getpid()))
+	root := testenv.CgroupRoot(t)
 	m := jobs.New(jobs.Options{CgroupRoot: root, Grace: time.Second, KillWait: 3 * time.Second, State: state.Open(t.TempDir())})
 	if ok, why := m.Available(); !ok {
 		t.Fatalf("jobs unavailable: %s", why)
@@ -60,25 +41,8 @@ func testJobs(t *testing.T) *jobs.Manager {
 		}
 		cancel()
 		<-done
-		removeCgroups(t, root)
 	})
 	return m
-}
-
-// removeCgroups removes the (empty) cgroup tree under root, deepest first.
-func removeCgroups(t *testing.T, root string) {
-	var dirs []string
-	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
-			t.Errorf("cleanup cgroup %s: %v", dirs[i], err)
-		}
-	}
 }
 
 // sleeper starts a process for a job and reaps it at the end of the test.

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,21 +16,12 @@ import (
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
-
 // testRoot is a cgroup root unique to t (named after the test and this pid) under the
-// cgroup2 mount, removed with everything in it when t ends, also on failure.
+// cgroup2 mount (testenv.CgroupRoot), removed with everything in it when t ends, also on
+// failure: destroyTree, the package's own kill and removal, runs first.
 func testRoot(t testing.TB) string {
 	t.Helper()
-	testenv.RequireRoot(t)
-	mount, err := cgroup2Mount("/proc")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no cgroup2 and CI=true: %v", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
-	root := filepath.Join(mount, "sandboxd-test-"+unsafeName.ReplaceAllString(t.Name(), "_")+"-"+strconv.Itoa(os.Getpid()))
+	root := testenv.CgroupRoot(t)
 	t.Cleanup(func() { destroyTree(t, root) })
 	return root
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,49 +13,8 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/internal/mountinfo"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
-
-// cgroupRoot is a jobs cgroup root unique to the test, killed and removed at cleanup.
-func cgroupRoot(t *testing.T) string {
-	t.Helper()
-	testenv.RequireRoot(t)
-	entries, _ := mountinfo.Read("/proc")
-	mount := ""
-	for _, e := range entries {
-		if e.FSType == "cgroup2" {
-			mount = e.MountPoint
-		}
-	}
-	if mount == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no cgroup2 mount and CI=true")
-		}
-		t.Skip("skipping: no cgroup2 mount")
-	}
-	name := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_")
-	root := filepath.Join(mount, "sandboxd-test-"+name+"-"+strconv.Itoa(os.Getpid()))
-	t.Cleanup(func() {
-		var dirs []string
-		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-				os.WriteFile(filepath.Join(p, "cgroup.kill"), []byte("1"), 0)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			for try := 0; try < 100; try++ {
-				if err := syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, syscall.ENOENT) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	})
-	return root
-}
 
 func jobState(t *testing.T, sock, id string) api.Job {
 	t.Helper()
@@ -115,7 +72,7 @@ func startBG(t *testing.T, name string, args ...string) *exec.Cmd {
 // and every process of it. sandboxd itself, SIGKILLed and restarted mid-lease, finds the
 // job again and still ends it on time; a lease that lapsed while it was down ends at start.
 func TestRunJobsAndRestart(t *testing.T) {
-	root := cgroupRoot(t)
+	root := testenv.CgroupRoot(t)
 	mnt := testenv.Tmpfs(t, 16<<20, 0)
 	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
 	dir := openTempDir(t)
@@ -199,7 +156,7 @@ while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, p
 // sandboxd jobs leaks: 0 with nothing leaked; 1 for an unleased process a site's pid file
 // names, alive past unleased_max; 1 again with --clean, which ends it; 69 with the daemon down.
 func TestJobsLeaksExitCodes(t *testing.T) {
-	root := cgroupRoot(t)
+	root := testenv.CgroupRoot(t)
 	mnt := testenv.Tmpfs(t, 16<<20, 0)
 	site := filepath.Join(mnt, "site")
 	os.Mkdir(site, 0o755)
@@ -240,7 +197,7 @@ func TestJobsLeaksExitCodes(t *testing.T) {
 // sandboxd run's exit status is CMD's; a refusal of the launch check or of the
 // registration exits with §3's status and its detail on stderr.
 func TestRunExitStatus(t *testing.T) {
-	root := cgroupRoot(t)
+	root := testenv.CgroupRoot(t)
 	mnt := testenv.Tmpfs(t, 16<<20, 0)
 	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
 	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
