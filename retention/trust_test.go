@@ -308,18 +308,7 @@ func TestTrustedUnlinkAdversarial(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 
-	var res PruneResult
-	picks, _, _ := s.choose(1000, true, &res)
-	markTrusted(s.raw, picks)
-	s.mu.Lock()
-	for _, p := range picks {
-		if !p.trusted {
-			t.Errorf("job %s not trusted: the unlink-only path is not what this test exercises", p.j.id)
-		}
-		p.j.busy = false
-		s.idx.place(p.j)
-	}
-	s.mu.Unlock()
+	requireTrustedPicks(t, s)
 
 	r := s.prune(context.Background(), 1000, pruneDrain)
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
@@ -339,4 +328,25 @@ func TestTrustedUnlinkAdversarial(t *testing.T) {
 	if r.Problem == "" {
 		t.Errorf("a job left in place because of a mount point is not reported: %+v", r)
 	}
+}
+
+// requireTrustedPicks claims the site's prunable jobs as a drain would, fails the test
+// for any pick the drain would not trust (the unlink-only path is what the caller wants
+// to exercise), and puts every job back in the index for the prune that follows. It
+// returns how many jobs were picked.
+func requireTrustedPicks(t *testing.T, s *site) int {
+	t.Helper()
+	var res PruneResult
+	picks, _, _ := s.choose(1000, true, &res)
+	markTrusted(s.raw, picks)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range picks {
+		if !p.trusted {
+			t.Errorf("job %s not trusted: the unlink-only path is not what this test exercises", p.j.id)
+		}
+		p.j.busy = false
+		s.idx.place(p.j)
+	}
+	return len(picks)
 }

@@ -59,20 +59,8 @@ func TestTrustedPickRechecksItsDirectory(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 
-	var res PruneResult
-	picks, _, _ := s.choose(1000, true, &res)
-	markTrusted(s.raw, picks)
-	s.mu.Lock()
-	for _, p := range picks {
-		if !p.trusted {
-			t.Errorf("job %s not trusted: the path under test is not the one taken", p.j.id)
-		}
-		p.j.busy = false
-		s.idx.place(p.j)
-	}
-	s.mu.Unlock()
-	if len(picks) != 3 {
-		t.Fatalf("%d picks, want 3", len(picks))
+	if n := requireTrustedPicks(t, s); n != 3 {
+		t.Fatalf("%d picks, want 3", n)
 	}
 
 	s.prune(context.Background(), 1000, pruneDrain)
