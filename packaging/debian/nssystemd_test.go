@@ -73,7 +73,7 @@ func startNsSystemd(t *testing.T, keep []string) *nsSystemd {
 		}
 	}
 
-	cgroups := makeCgroups(t, fmt.Sprintf("sandboxd-deb-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	cgroups := testenv.MakeCgroups(t, fmt.Sprintf("sandboxd-deb-test-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc",
 		"--uts", "--ipc", "/bin/sh", "-c", nsBootScript(dir, p.run, keep, cgroups, sd))
 	cmd.Env = append(os.Environ(), "SYSTEMD_COLORS=0")
@@ -93,7 +93,7 @@ func startNsSystemd(t *testing.T, keep []string) *nsSystemd {
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
-		removeCgroups(t, cgroups)
+		testenv.RemoveCgroups(t, cgroups)
 		if t.Failed() {
 			u, _ := os.ReadFile(filepath.Join(dir, "unshare.log"))
 			t.Logf("unshare:\n%s", u)
@@ -134,7 +134,7 @@ func (p *nsSystemd) show(unit, prop string) string {
 	return strings.TrimSpace(p.mustSh("systemctl show --value -p " + prop + " " + unit))
 }
 
-func nsBootScript(dir, run string, keep []string, cgroups []cgroupDir, sd string) string {
+func nsBootScript(dir, run string, keep []string, cgroups []testenv.CgroupDir, sd string) string {
 	var b strings.Builder
 	q := strconv.Quote
 	fmt.Fprintln(&b, "set -eu")
@@ -142,7 +142,7 @@ func nsBootScript(dir, run string, keep []string, cgroups []cgroupDir, sd string
 	// unmount); those under keep are the test's own.
 	fmt.Fprintln(&b, testenv.DetachFUSECopies(keep...))
 	for _, c := range cgroups {
-		fmt.Fprintf(&b, "echo 0 > %s\n", q(filepath.Join(c.dir, "cgroup.procs")))
+		fmt.Fprintf(&b, "echo 0 > %s\n", q(filepath.Join(c.Dir, "cgroup.procs")))
 	}
 	fmt.Fprintf(&b, "mount --bind %s /run\n", q(run))
 	// Copy-on-write /usr, /etc and /var: what dpkg writes stays in the namespace.
@@ -166,121 +166,14 @@ func nsBootScript(dir, run string, keep []string, cgroups []cgroupDir, sd string
 	}
 	stage := filepath.Join(dir, "cgroup-stage")
 	fmt.Fprintf(&b, "mkdir -p %s && mount --rbind /sys/fs/cgroup %s\n", q(stage), q(stage))
-	if !slices.ContainsFunc(cgroups, func(c cgroupDir) bool { return c.mountpoint == "/sys/fs/cgroup" }) {
+	if !slices.ContainsFunc(cgroups, func(c testenv.CgroupDir) bool { return c.Mountpoint == "/sys/fs/cgroup" }) {
 		fmt.Fprintln(&b, "mount -t tmpfs -o mode=0755 sandboxd-test-cgroup /sys/fs/cgroup")
 	}
 	for _, c := range cgroups {
-		src := filepath.Join(stage, strings.TrimPrefix(c.dir, "/sys/fs/cgroup"))
-		fmt.Fprintf(&b, "mkdir -p %s && mount --bind %s %s\n", q(c.mountpoint), q(src), q(c.mountpoint))
+		src := filepath.Join(stage, strings.TrimPrefix(c.Dir, "/sys/fs/cgroup"))
+		fmt.Fprintf(&b, "mkdir -p %s && mount --bind %s %s\n", q(c.Mountpoint), q(src), q(c.Mountpoint))
 	}
 	fmt.Fprintf(&b, "umount -l %s\n", q(stage))
 	fmt.Fprintf(&b, "exec unshare --cgroup %s --system --unit=%s --log-level=info --log-color=no\n", sd, nsTarget)
 	return b.String()
-}
-
-// cgroupDir is the test's own sub-cgroup in one hierarchy.
-type cgroupDir struct {
-	mountpoint string // where the hierarchy is mounted, e.g. /sys/fs/cgroup/systemd
-	dir        string // the sub-cgroup's directory on the host
-}
-
-// makeCgroups creates name under the test's cgroup in every hierarchy mounted below
-// /sys/fs/cgroup, so the namespace's systemd keeps its cgroups in a subtree of ours.
-func makeCgroups(t *testing.T, name string) []cgroupDir {
-	t.Helper()
-	type mnt struct {
-		point, root, fstype string
-		opts                []string
-	}
-	var mounts []mnt
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(mi), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 || (g[0] != "cgroup" && g[0] != "cgroup2") || !strings.HasPrefix(f[4], "/sys/fs/cgroup") {
-			continue
-		}
-		mounts = append(mounts, mnt{point: f[4], root: f[3], fstype: g[0], opts: strings.Split(g[2], ",")})
-	}
-	cg, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []cgroupDir
-	t.Cleanup(func() { removeCgroups(t, out) })
-	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		ctrls, path := parts[1], parts[2]
-		i := slices.IndexFunc(mounts, func(m mnt) bool {
-			if ctrls == "" {
-				return m.fstype == "cgroup2"
-			}
-			return m.fstype == "cgroup" && !slices.ContainsFunc(strings.Split(ctrls, ","), func(c string) bool { return !slices.Contains(m.opts, c) })
-		})
-		if i < 0 {
-			continue
-		}
-		m := mounts[i]
-		rel, err := filepath.Rel(m.root, path)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			continue
-		}
-		parent := filepath.Join(m.point, rel)
-		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatalf("create cgroup %s: %v", dir, err)
-		}
-		out = append(out, cgroupDir{mountpoint: m.point, dir: dir})
-		if slices.Contains(m.opts, "cpuset") {
-			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-				v, err := os.ReadFile(filepath.Join(parent, f))
-				if err == nil {
-					err = os.WriteFile(filepath.Join(dir, f), v, 0o644)
-				}
-				if err != nil {
-					t.Fatalf("cpuset %s: %v", f, err)
-				}
-			}
-		}
-	}
-	return out
-}
-
-// removeCgroups removes the sub-cgroups, children first, once their processes are gone.
-func removeCgroups(t *testing.T, cgroups []cgroupDir) {
-	for _, c := range cgroups {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			err := removeTree(c.dir)
-			if err == nil || os.IsNotExist(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("remove cgroup %s: %v", c.dir, err)
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-}
-
-func removeTree(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			if err := removeTree(filepath.Join(dir, e.Name())); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-	}
-	return syscall.Rmdir(dir)
 }
