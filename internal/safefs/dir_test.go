@@ -3,11 +3,14 @@ package safefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
@@ -245,5 +248,134 @@ func TestRemoveDirOnWhatIsNotADirectory(t *testing.T) {
 	}
 	if hashTree(t, out) != before || !isMounted(t, mnt) {
 		t.Fatal("mount crossed")
+	}
+}
+
+// An empty directory goes by one rmdir; one with something in it, one the age rule keeps,
+// and one another user swapped for a link to their victim's empty directory since the
+// lstat go to the tree walk, which keeps the young, and never follows the link.
+func TestDirRemoveEntryEmptyDirectory(t *testing.T) {
+	T := stickyTmpfs(t) // a site others may write to, as /tmp
+	site := filepath.Join(T, "site")
+	if err := os.Mkdir(site, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(site, 0o1777)
+	victim := filepath.Join(T, "victim-empty")
+	if err := os.Mkdir(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"empty", "full", "young", "swapped"} {
+		asUser(t, attacker, "mkdir", filepath.Join(site, n))
+	}
+	asUser(t, attacker, "touch", filepath.Join(site, "full", "inner"))
+	old := time.Now().Add(-time.Hour)
+	for _, n := range []string{"empty", "full", "swapped"} {
+		os.Chtimes(filepath.Join(site, n, "inner"), old, old)
+		if err := os.Chtimes(filepath.Join(site, n), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := openRoot(t, T)
+	d, err := r.OpenDir("site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ents := map[string]Entry{}
+	for _, n := range []string{"empty", "full", "young", "swapped"} {
+		if ents[n], err = d.Lstat(n); err != nil || !ents[n].IsDir() {
+			t.Fatalf("Lstat(%s) = %+v, %v", n, ents[n], err)
+		}
+	}
+	asUser(t, attacker, "rmdir", filepath.Join(site, "swapped"))
+	asUser(t, attacker, "ln", "-s", victim, filepath.Join(site, "swapped"))
+	ctx := context.Background()
+	opts := RemoveOptions{OnlyOlderThan: time.Now().Add(-time.Minute)}
+	if st, err := d.RemoveEntry(ctx, ents["empty"], opts); err != nil || st.Dirs != 1 || st.Files != 0 {
+		t.Errorf("RemoveEntry(empty) = %+v, %v; want one directory", st, err)
+	}
+	if st, err := d.RemoveEntry(ctx, ents["full"], opts); err != nil || st.Dirs != 1 || st.Files != 1 {
+		t.Errorf("RemoveEntry(full, old inside) = %+v, %v; want the file and the directory", st, err)
+	}
+	if st, err := d.RemoveEntry(ctx, ents["young"], opts); err != nil || st.Dirs != 0 || st.Skipped == 0 {
+		t.Errorf("RemoveEntry(young) = %+v, %v; want it kept", st, err)
+	}
+	if st, err := d.RemoveEntry(ctx, ents["swapped"], opts); err != nil || st.Dirs != 0 {
+		t.Errorf("RemoveEntry(swapped for a link) = %+v, %v; want no directory removed", st, err)
+	}
+	for _, n := range []string{"empty", "full"} {
+		mustNotExist(t, filepath.Join(site, n))
+	}
+	if fi, err := os.Stat(filepath.Join(site, "young")); err != nil || !fi.IsDir() {
+		t.Errorf("young directory: %v, %v", fi, err)
+	}
+	if fi, err := os.Lstat(victim); err != nil || !fi.IsDir() {
+		t.Fatalf("the victim's empty directory, behind the swapped-in link: %v, %v", fi, err)
+	}
+}
+
+// ReadNameInos gives every name with the inode lstat sees, also past one arena block of
+// names, and the names stay as they were (the strings share their blocks).
+func TestReadNameInos(t *testing.T) {
+	dir := testenv.Tmpfs(t, 16<<20, 0)
+	want := map[string]uint64{}
+	for i := 0; i < 5000; i++ { // 5,000 names of 18-20 bytes: two arena blocks
+		n := fmt.Sprintf("job%06d.callback.json", i)
+		writeFile(t, filepath.Join(dir, n), "")
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, n), &st); err != nil {
+			t.Fatal(err)
+		}
+		want[n] = st.Ino
+	}
+	r := openRoot(t, dir)
+	got, err := r.ReadNameInos("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d names, want %d", len(got), len(want))
+	}
+	for _, e := range got {
+		if ino, ok := want[e.Name]; !ok || ino != e.Ino {
+			t.Fatalf("name %q ino %d; want ino %d (known %v)", e.Name, e.Ino, ino, ok)
+		}
+		delete(want, e.Name)
+	}
+	if _, err := r.ReadNameInos("nonexistent"); err == nil {
+		t.Fatal("ReadNameInos of a missing directory succeeded")
+	}
+}
+
+// An empty directory that is a mount point is not removed, even described as an ordinary
+// one (a stale lstat): rmdir answers EBUSY and the walk refuses the mount.
+func TestDirRemoveEntryEmptyMountPoint(t *testing.T) {
+	testenvRoot(t)
+	root := t.TempDir()
+	site := filepath.Join(root, "site")
+	victim := filepath.Join(root, "victim")
+	for _, d := range []string{filepath.Join(site, "mnt"), victim} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := openRoot(t, root)
+	d, err := r.OpenDir("site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	e, err := d.Lstat("mnt") // before the mount: an ordinary empty directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindMount(t, victim, filepath.Join(site, "mnt"))
+	st, err := d.RemoveEntry(context.Background(), e, RemoveOptions{})
+	if !errors.Is(err, ErrMountPoint) || st.Dirs != 0 {
+		t.Fatalf("RemoveEntry(empty mount point) = %+v, %v; want ErrMountPoint", st, err)
+	}
+	if !isMounted(t, filepath.Join(site, "mnt")) {
+		t.Fatal("the mount is gone")
 	}
 }

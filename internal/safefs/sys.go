@@ -1,6 +1,7 @@
 package safefs
 
 import (
+	"encoding/binary"
 	"time"
 	"unsafe"
 
@@ -70,6 +71,12 @@ type direntIter struct {
 // next returns the record's type (DT_*) and the index range of its NUL-terminated name;
 // ok is false at the end of the buffer.
 func (it *direntIter) next() (dtype byte, name []byte, ok bool) {
+	_, dtype, name, ok = it.nextIno()
+	return dtype, name, ok
+}
+
+// nextIno is next with the entry's inode number (d_ino).
+func (it *direntIter) nextIno() (ino uint64, dtype byte, name []byte, ok bool) {
 	// struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
 	const nameOff = 19
 	for it.pos+nameOff <= len(it.buf) {
@@ -77,7 +84,7 @@ func (it *direntIter) next() (dtype byte, name []byte, ok bool) {
 		reclen := int(*(*uint16)(unsafe.Pointer(&rec[16])))
 		if reclen < nameOff || reclen > len(rec) {
 			it.pos = len(it.buf)
-			return 0, nil, false
+			return 0, 0, nil, false
 		}
 		it.pos += reclen
 		n := rec[nameOff:reclen]
@@ -92,9 +99,9 @@ func (it *direntIter) next() (dtype byte, name []byte, ok bool) {
 		if (end == 1 && n[0] == '.') || (end == 2 && n[0] == '.' && n[1] == '.') {
 			continue
 		}
-		return rec[18], n, true
+		return binary.NativeEndian.Uint64(rec[0:8]), rec[18], n, true
 	}
-	return 0, nil, false
+	return 0, 0, nil, false
 }
 
 // direntBufSize is one getdents64 batch: large enough that a directory of small names
