@@ -151,6 +151,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	<-ctx.Done()
 	m.wg.Wait()
 	m.saveSightings(false)
+	m.proc.lockFile.Close() // a manager never run leaves it to the os.File finalizer
 	return nil
 }
 

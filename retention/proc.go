@@ -42,8 +42,9 @@ func parseStat(data []byte) (procStat, error) {
 
 // proc reads the process side of liveness beneath a proc root.
 type proc struct {
-	root    string
-	timeout time.Duration
+	root     string
+	timeout  time.Duration
+	lockFile *proclocks.Reader
 
 	mu       sync.Mutex                 // guards inflight
 	inflight map[int]chan cmdlineResult // cmdline reads not yet answered
@@ -55,11 +56,11 @@ type cmdlineResult struct {
 }
 
 func newProc(root string, timeout time.Duration) *proc {
-	return &proc{root: root, timeout: timeout, inflight: map[int]chan cmdlineResult{}}
+	return &proc{root: root, timeout: timeout, inflight: map[int]chan cmdlineResult{}, lockFile: proclocks.NewReader(root)}
 }
 
 // locks reads /proc/locks (see package proclocks).
-func (p *proc) locks() (map[proclocks.Inode]struct{}, error) { return proclocks.Read(p.root) }
+func (p *proc) locks() (map[proclocks.Inode]struct{}, error) { return p.lockFile.Read() }
 
 // pids lists the live process ids (the numeric names of the proc root).
 func (p *proc) pids() (map[int32]struct{}, error) {

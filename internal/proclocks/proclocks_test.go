@@ -1,6 +1,14 @@
 package proclocks
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("1: POSIX  ADVISORY  WRITE 1234 08:01:123456 0 EOF\n" +
@@ -30,5 +38,65 @@ func TestParse(t *testing.T) {
 		if _, ok := out[w]; !ok {
 			t.Errorf("missing %v in %v", w, out)
 		}
+	}
+}
+
+// A Reader sees every change of the host's locks on each Read, through its one fd: a
+// flock taken shows, and released is gone again.
+func TestReaderIsCurrent(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	me := Inode{Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev), Ino: st.Ino}
+	r := NewReader("/proc")
+	defer r.Close()
+	for round := range 3 {
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		locks, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := locks[me]; !ok {
+			t.Fatalf("round %d: the flock held on %+v is not in %v", round, me, locks)
+		}
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		if locks, _ = r.Read(); len(locks) > 0 {
+			if _, ok := locks[me]; ok {
+				t.Fatalf("round %d: the released flock is still read", round)
+			}
+		}
+	}
+	// A proc root without a locks file reads as no locks, as Read does.
+	if locks, err := NewReader(t.TempDir()).Read(); err != nil || len(locks) != 0 {
+		t.Fatalf("missing locks file: %v, %v", locks, err)
+	}
+}
+
+// A locks file bigger than the Reader's buffer is read whole.
+func TestReaderGrowsItsBuffer(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 2000 { // ~100 KiB, past the 16 KiB first buffer
+		fmt.Fprintf(&b, "%d: POSIX  ADVISORY  WRITE %d 08:01:%d 0 EOF\n", i+1, 1000+i, 100000+i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "locks"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(dir)
+	defer r.Close()
+	locks, err := r.Read()
+	if err != nil || len(locks) != 2000 {
+		t.Fatalf("read %d locks, %v; want 2000", len(locks), err)
+	}
+	if _, ok := locks[Inode{Major: 8, Minor: 1, Ino: 101999}]; !ok {
+		t.Fatal("the last lock of the file is missing")
 	}
 }
