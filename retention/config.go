@@ -59,6 +59,10 @@ type Options struct {
 	// free, so that the filesystem's growth rate stays the net rate of others' writes
 	// (nil: not accounted).
 	OwnFree func(path string, bytes int64)
+
+	// afterMute, when set (tests only), runs in the drain right after it muted the site's
+	// IN_DELETE events (drainLoop).
+	afterMute func(*rawWatch)
 }
 
 // JobHolder is what retention needs of the job registry; declared here so that retention

@@ -15,11 +15,61 @@ import (
 const drainBatchTime = 2 * time.Millisecond
 
 // maxDrainBatch is the batch of an unthrottled drain.
-const maxDrainBatch = 128
+const maxDrainBatch = 512
 
 // drainProgressEvery is how often a long drain reports how far it got, between its start
 // and its one closing event.
 const drainProgressEvery = 10 * time.Second
+
+// muteGoneAfter is how long an unthrottled drain must be (files deleted so far, plus names
+// a running scan is still handing over) before it takes IN_DELETE off the site's watch
+// until it ends (rawWatch.setGoneMuted). The rescan that follows costs one listing and a
+// statx per entry left; the events it spares cost about as much per unlink, so a drain
+// this long pays for it.
+const muteGoneAfter = 10000
+
+// muteGone takes IN_DELETE off the site's watch for the rest of the drain, and returns
+// the watch it muted (nil when there is none, or it could not be muted).
+func (s *site) muteGone() *rawWatch {
+	s.mu.Lock()
+	w, root := s.raw, s.root
+	s.mu.Unlock()
+	if w == nil || root == nil || !w.acquire() {
+		return nil
+	}
+	defer w.release()
+	d, err := root.OpenDir("")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	if !w.setGoneMuted(d.Fd(), true) {
+		return nil
+	}
+	return w
+}
+
+// unmuteGone puts IN_DELETE back on w and has the site rescanned: what others deleted
+// while the drain ran went unseen, and the listing finds it gone. A watch closed
+// meanwhile (a re-attach) needs nothing: its successor was never muted, and the
+// re-attach rescanned.
+func (s *site) unmuteGone(w *rawWatch) {
+	s.mu.Lock()
+	root, cur := s.root, s.raw
+	s.mu.Unlock()
+	if cur != w || root == nil || !w.acquire() {
+		return
+	}
+	defer w.release()
+	if d, err := root.OpenDir(""); err == nil {
+		w.setGoneMuted(d.Fd(), false)
+		d.Close()
+	}
+	select {
+	case s.recheckNow <- struct{}{}:
+	default: // one is asked for already
+	}
+}
 
 // drainBatch is how many entries one drain batch takes: small enough that a launch call
 // waiting for the site lock waits for a few milliseconds at most, and at a rate, about
@@ -58,6 +108,7 @@ func (s *site) drainLoop(ctx context.Context) {
 		}
 		s.draining.Store(true)
 		var d *drainRun
+		var muted *rawWatch
 		for ctx.Err() == nil {
 			if s.waiting.Load() > 0 {
 				sleepCtx(ctx, time.Millisecond)
@@ -69,9 +120,24 @@ func (s *site) drainLoop(ctx context.Context) {
 			if throttled {
 				batch = drainBatch(rate)
 			}
+			if muted != nil && throttled {
+				// Back to drain_rate (the pressure is gone): a slow drain is long, and
+				// what others delete must not go unseen for all of it.
+				s.unmuteGone(muted)
+				muted = nil
+			}
 			start := time.Now()
 			r, claimed := s.pruneClaimed(ctx, batch, pruneDrain)
 			if claimed == 0 {
+				if d != nil && s.scanLeft.Load() > 0 {
+					// A scan is still handing work over: the drain goes on with its next
+					// chunk, as one drain (one event, one mute), not a new one per chunk.
+					select {
+					case <-ctx.Done():
+					case <-s.drainKick:
+					}
+					continue
+				}
 				break
 			}
 			if r.Files > 0 || len(r.errs) > 0 {
@@ -79,6 +145,12 @@ func (s *site) drainLoop(ctx context.Context) {
 					d = &drainRun{start: start, wall: s.m.opts.Now(), reasons: map[string]int64{}, lastReport: start}
 				}
 				d.add(r, rate, full)
+				if muted == nil && !throttled && d.files+s.scanLeft.Load() >= muteGoneAfter {
+					muted = s.muteGone()
+					if muted != nil && s.m.opts.afterMute != nil {
+						s.m.opts.afterMute(muted)
+					}
+				}
 				if time.Since(d.lastReport) >= drainProgressEvery {
 					d.lastReport = time.Now()
 					s.m.emit(d.event(s, true))
@@ -93,6 +165,9 @@ func (s *site) drainLoop(ctx context.Context) {
 			// Unthrottled: let a runnable launch call have this P now rather than when the
 			// scheduler next preempts (up to 10 ms on a busy machine).
 			runtime.Gosched()
+		}
+		if muted != nil {
+			s.unmuteGone(muted)
 		}
 		s.draining.Store(false)
 		if d != nil {

@@ -37,7 +37,7 @@ func staleSite(t *testing.T, dir string, n int) int {
 // job, not one event per batch.
 func TestDrainIsOneEvent(t *testing.T) {
 	dir := testenv.Tmpfs(t, 64<<20, 0)
-	files := staleSite(t, dir, 300) // 2,100 entries: 17 batches of 128 at least
+	files := staleSite(t, dir, 300) // 2,100 entries: 5 batches of 512 at least
 	h := run(t, Options{Sites: []SiteConfig{siteCfg("s", dir)}})
 	waitFor(t, "the drain", func() bool { return len(drainEvents(h)) > 0 })
 	time.Sleep(200 * time.Millisecond) // a second event would come now

@@ -1,11 +1,15 @@
 package retention
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
 // scanChunk is how many names the scan states between two hand-overs to the index: each
@@ -13,6 +17,9 @@ import (
 // start over a big backlog deleting begins within milliseconds and runs beside the rest
 // of the scan instead of after it.
 const scanChunk = 1024
+
+// firstScanChunk is the size of a scan's first chunk.
+const firstScanChunk = 64
 
 // rescan lists the whole root and makes the index match it, keeping what it knew of jobs
 // that are still there (liveness, first sightings). It runs at attach, after an inotify
@@ -31,7 +38,7 @@ func (s *site) rescan(p *pending) error {
 	if root == nil {
 		return nil
 	}
-	names, err := root.ReadNames("")
+	ents, err := root.ReadNameInos("")
 	if err != nil {
 		s.mu.Lock()
 		if s.root == root {
@@ -40,20 +47,31 @@ func (s *site) rescan(p *pending) error {
 		s.mu.Unlock()
 		return err
 	}
-	present := make(map[string]struct{}, len(names))
-	byJob := make(map[string][]string, len(names)/4+1)
-	var order []string // job ids in listing order
-	for _, n := range names {
-		present[n] = struct{}{}
-		id := jobID(n)
-		if _, ok := byJob[id]; !ok {
-			order = append(order, id)
-		}
-		byJob[id] = append(byJob[id], n)
+	s.mu.Lock()
+	hadEntries := len(s.idx.jobs) > 0
+	s.mu.Unlock()
+	if len(ents) > inodeSortMin && inodeOrderHelps(root.Fd()) {
+		slices.SortFunc(ents, func(a, b safefs.NameIno) int { return cmp.Compare(a.Ino, b.Ino) })
 	}
+	heads, next := groupByJob(ents)
+	// What the index knew that the listing lacks is gone; a first scan (an empty index:
+	// nothing else adds to it while the scan runs) has nothing to look for.
+	var present map[string]struct{}
+	if hadEntries {
+		present = make(map[string]struct{}, len(ents))
+		for i := range ents {
+			present[ents[i].Name] = struct{}{}
+		}
+	}
+	s.scanLeft.Store(int64(len(ents)))
+	defer func() {
+		s.scanLeft.Store(0)
+		s.kickDrain() // a drain waiting for the rest of this scan's work (drainLoop)
+	}()
 	chunk := make([]string, 0, scanChunk+8)
 	flush := func() bool {
 		ups := statNames(root.Fd(), root.Dev(), chunk)
+		s.scanLeft.Add(-int64(len(chunk)))
 		chunk = chunk[:0]
 		s.mu.Lock()
 		if s.root != root {
@@ -74,10 +92,18 @@ func (s *site) rescan(p *pending) error {
 		runtime.Gosched() // a launch call waiting for a P gets it between chunks
 		return true
 	}
-	for _, id := range order {
-		chunk = append(chunk, byJob[id]...)
-		if len(chunk) >= scanChunk && !flush() {
-			return nil
+	// The first chunks are small, so deleting starts within a millisecond of the listing's
+	// end; they double up to scanChunk.
+	limit := min(scanChunk, firstScanChunk)
+	for _, h := range heads {
+		for i := h; i >= 0; i = next[i] {
+			chunk = append(chunk, ents[i].Name)
+		}
+		if len(chunk) >= limit {
+			if !flush() {
+				return nil
+			}
+			limit = min(scanChunk, 2*limit)
 		}
 	}
 	if len(chunk) > 0 && !flush() {
@@ -91,6 +117,9 @@ func (s *site) rescan(p *pending) error {
 	var gone []string
 	for _, j := range s.idx.jobs {
 		j.failed = false
+		if present == nil {
+			continue
+		}
 		for i := range j.entries {
 			if _, ok := present[j.entries[i].name]; !ok {
 				gone = append(gone, j.entries[i].name)
@@ -109,6 +138,27 @@ func (s *site) rescan(p *pending) error {
 	return nil
 }
 
+// groupByJob groups a listing's names by job id without a slice per job: heads holds the
+// position of each job's first name, in the order the jobs first appear (after an inode
+// sort, their lowest inode first), and next links each position to the job's next name
+// (-1 after its last).
+func groupByJob(ents []safefs.NameIno) (heads, next []int32) {
+	slot := make(map[string]int32, len(ents)/4+1)
+	var tails []int32
+	next = make([]int32, len(ents))
+	for i := range ents {
+		next[i] = -1
+		id := jobID(ents[i].Name)
+		if k, ok := slot[id]; ok {
+			next[tails[k]], tails[k] = int32(i), int32(i)
+			continue
+		}
+		slot[id] = int32(len(heads))
+		heads, tails = append(heads, int32(i)), append(tails, int32(i))
+	}
+	return heads, next
+}
+
 // applyGone forgets the names whose only pending events say they are gone: during a scan
 // the site loop applies no events, and a drain deleting beside it would otherwise fill
 // the pending set with its own unlinks until it overflows into another rescan.
@@ -125,6 +175,27 @@ func (s *site) applyGone(p *pending) {
 		s.idx.remove(n)
 	}
 	s.mu.Unlock()
+}
+
+// inodeSortMin is the size above which a listing is put in inode order before it is
+// stated and handed to the drain: gnulib's fts (find, rm -r) does the same above 10,000
+// entries. On ext4 a drain in getdents (hash) order touches the inode table at random and
+// took 1.4 s for 100,000 files where inode order took 0.85 s (docs/benchmarks.md).
+const inodeSortMin = 10000
+
+// inodeOrderHelps reports whether inode order means anything for the filesystem of fd:
+// as in gnulib's fts, not on tmpfs (no disk; its listing is already in creation order)
+// nor on network filesystems.
+func inodeOrderHelps(fd int) bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil {
+		return false
+	}
+	switch st.Type {
+	case unix.TMPFS_MAGIC, unix.NFS_SUPER_MAGIC, unix.CIFS_SUPER_MAGIC, unix.SMB2_SUPER_MAGIC, unix.RAMFS_MAGIC:
+		return false
+	}
+	return true
 }
 
 // statUpdate is what an lstat found for one name, gathered without the site lock.

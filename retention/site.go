@@ -29,6 +29,9 @@ type site struct {
 	// draining is set while the drain worker works on a backlog: from its kick until a
 	// batch finds nothing left to claim (a launch call with room leaves the backlog to it).
 	draining atomic.Bool
+	// scanLeft counts the names a running scan has listed but not yet handed to the index:
+	// work on its way to the drain, which judges by it whether a drain will be long.
+	scanLeft atomic.Int64
 	// drainKick wakes the drain worker; recheckNow asks the site loop to reconcile now.
 	drainKick  chan struct{}
 	recheckNow chan struct{}
@@ -214,7 +217,15 @@ func statName(rootFd int, name string, stx *unix.Statx_t) error {
 // readPid reads the pid a "<id>.pid" file names; 0 when it names none. O_NONBLOCK and the
 // regular-file check keep a planted FIFO from blocking us.
 func readPid(rootFd int, name string) int32 {
-	fd, err := unix.Openat(rootFd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	// O_NOATIME: reading a pid file must not write its inode. Under relatime the read of a
+	// file whose atime is older than its ctime updates it, and on ext4 that is a journal
+	// write per job, beside the drain's unlinks. It needs the file's owner or CAP_FOWNER;
+	// without them (EPERM) the file is opened as it is.
+	const flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
+	fd, err := unix.Openat(rootFd, name, flags|unix.O_NOATIME, 0)
+	if err == unix.EPERM {
+		fd, err = unix.Openat(rootFd, name, flags, 0)
+	}
 	if err != nil {
 		return 0
 	}
