@@ -15,11 +15,13 @@ import (
 // also gives the type and the bytes freed); directories go first (a tree with a newer file
 // inside is kept, and then nothing else of the job goes), and if an entry became younger
 // than the cutoff, nothing is removed.
-func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, p *pick) {
+//
+// ents is scratch space for the job's entries (any length, reused); deleteJob returns it,
+// grown if it had to be, for the next job.
+func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, p *pick, ents []safefs.Entry) []safefs.Entry {
 	dev := root.Dev()
-	var ents []safefs.Entry
+	ents = slices.Grow(ents[:0], len(p.ents))
 	if p.trusted {
-		ents = make([]safefs.Entry, 0, len(p.ents))
 		for _, e := range p.ents {
 			if e.isDir() {
 				// Stated again, as an untrusted entry is: the age recheck of the
@@ -34,7 +36,7 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 				}
 				if de.Mtime.UnixNano() >= p.cutoff {
 					p.ups = statNames(root.Fd(), dev, p.names())
-					return
+					return ents
 				}
 				ents = append(ents, de)
 				continue
@@ -45,7 +47,6 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 			})
 		}
 	} else {
-		ents = make([]safefs.Entry, 0, len(p.ents))
 		for _, n := range p.names() {
 			e, err := d.Lstat(n)
 			if err != nil {
@@ -57,7 +58,7 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 			}
 			if e.Mtime.UnixNano() >= p.cutoff {
 				p.ups = statNames(root.Fd(), dev, p.names())
-				return
+				return ents
 			}
 			ents = append(ents, e)
 		}
@@ -76,6 +77,7 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 	if p.cutoff != math.MinInt64 {
 		opts.OnlyOlderThan = timeFromNanos(p.cutoff)
 	}
+	p.removed = slices.Grow(p.removed, len(ents))
 	for _, e := range ents {
 		st, err := d.RemoveEntry(ctx, e, opts)
 		p.freed += st.Bytes
@@ -95,9 +97,10 @@ func (s *site) deleteJob(ctx context.Context, root *safefs.Root, d *safefs.Dir, 
 		}
 		p.err = err
 		if len(p.removed) == 0 {
-			return // nothing of the job is gone yet: keep it whole
+			return ents // nothing of the job is gone yet: keep it whole
 		}
 	}
+	return ents
 }
 
 // names lists the pick's entry names.

@@ -204,6 +204,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, mode pruneMode) (
 	// passed; what is left stays claimed-but-untouched and finish puts it back in the heap.
 	bound := mode.timeBound()
 	start := time.Now()
+	var scratch []safefs.Entry // deleteJob's, reused from job to job
 	for i := range picks {
 		if picks[i].err != nil {
 			continue
@@ -223,7 +224,7 @@ func (s *site) pruneClaimed(ctx context.Context, maxFiles int, mode pruneMode) (
 			continue
 		}
 		markTrusted(w, picks[i:i+1])
-		s.deleteJob(ctx, root, d, &picks[i])
+		scratch = s.deleteJob(ctx, root, d, &picks[i], scratch[:0])
 	}
 	s.finish(picks, now, mode, &res)
 	return res, claimed
@@ -273,6 +274,7 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 	files, bytes := s.idx.files-s.idx.seenFiles, s.idx.bytes-s.idx.seenBytes
 	budget := maxFiles
 	var picks []pick
+	var clones []entry // one backing array for the picks' copies of their entries
 	for len(s.idx.heap) > 0 {
 		top := s.idx.heap[0]
 		p := pick{j: top}
@@ -290,7 +292,11 @@ func (s *site) choose(maxFiles int, drain bool, res *PruneResult) ([]pick, *safe
 		}
 		heap.Pop(&s.idx.heap)
 		top.busy = true
-		p.ents = slices.Clone(top.entries)
+		if cap(clones)-len(clones) < n {
+			clones = make([]entry, 0, max(n, min(budget, maxDrainBatch)))
+		}
+		clones = append(clones, top.entries...)
+		p.ents = clones[len(clones)-n : len(clones) : len(clones)]
 		p.clean = true
 		for i := range top.entries {
 			// A directory does not make the pick unclean: deleteJob states it again and

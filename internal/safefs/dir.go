@@ -116,7 +116,8 @@ func (d *Dir) RemoveEntry(ctx context.Context, e Entry, opts RemoveOptions) (Sta
 		// mount point (EBUSY), a link or file swapped in since the lstat (ENOTDIR). Those
 		// go to the tree walk, which opens the name and checks it all again. A launcher's
 		// job directory is most often empty, and the walk costs five more syscalls.
-		raw := append([]byte(e.Name), 0)
+		var buf [128]byte // a name to the syscall without an allocation
+		raw := append(append(buf[:0], e.Name...), 0)
 		err := unlinkAt(d.fd, &raw[0], unix.AT_REMOVEDIR)
 		switch {
 		case err == nil:
@@ -132,7 +133,8 @@ func (d *Dir) RemoveEntry(ctx context.Context, e Entry, opts RemoveOptions) (Sta
 	case opts.keeps(e.Mtime):
 		return Stats{Skipped: 1}, nil
 	}
-	raw := append([]byte(e.Name), 0)
+	var buf [128]byte
+	raw := append(append(buf[:0], e.Name...), 0)
 	err = unlinkAt(d.fd, &raw[0], 0)
 	switch {
 	case err == nil:
