@@ -349,8 +349,8 @@ func (s *site) recheck(picks []pick) []pick {
 // w.acquire. Without the raw reader (the fsnotify fallback, or no watch)
 // nothing is trusted.
 func markTrusted(w *rawWatch, picks []pick) {
-	if w == nil {
-		return
+	if w == nil || !w.childEventsOn() {
+		return // without events about writes, nothing can say a file is unchanged
 	}
 	if w.quiet() {
 		for i := range picks {

@@ -30,7 +30,7 @@ const firstScanChunk = 64
 // for count or size (CONTRACT §8: the oldest must go first, and that is not known yet).
 func (s *site) rescan(p *pending) error {
 	s.mu.Lock()
-	root := s.root
+	root, w := s.root, s.raw
 	if root != nil && !s.ready {
 		s.filling = true
 	}
@@ -39,6 +39,9 @@ func (s *site) rescan(p *pending) error {
 		return nil
 	}
 	ents, err := root.ReadNameInos("")
+	if w != nil {
+		w.waitChildEvents() // before any statx (addChildEvents)
+	}
 	if err != nil {
 		s.mu.Lock()
 		if s.root == root {

@@ -43,6 +43,13 @@ func watchUnapplied(t *testing.T, s *site) *pending {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if w.childEventsOn() {
+		t.Log("child events on before waitChildEvents (the kernel was quick)")
+	}
+	w.waitChildEvents() // what a scan does before it states anything
+	if !w.childEventsOn() {
+		t.Fatal("the watch has no events for writes of children")
+	}
 	s.mu.Lock()
 	s.raw = w
 	s.mu.Unlock()
