@@ -140,24 +140,29 @@ func (r *Root) Lstat(name string) (Entry, error) {
 // stating them: getdents only, for a caller that looks for a few names among many (a
 // cache's trash among its 20,000 entries) and should not pay a statx for each.
 func (r *Root) ReadNames(dir string) ([]string, error) {
+	var out []string
+	err := r.eachDirentIn(dir, func(_ uint64, name []byte) {
+		out = append(out, string(name[:len(name)-1]))
+	})
+	return out, err
+}
+
+// eachDirentIn calls f with every entry of dir ("" or "." = the root) beneath the root,
+// opened as every walk opens a directory.
+func (r *Root) eachDirentIn(dir string, f func(ino uint64, name []byte)) error {
 	rel, err := cleanName(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read names: %w", err)
+		return fmt.Errorf("read names: %w", err)
 	}
 	fd, err := r.openDir(rel)
 	if err != nil {
-		return nil, fmt.Errorf("read names %s: open: %w", r.display(rel), err)
+		return fmt.Errorf("read names %s: open: %w", r.display(rel), err)
 	}
 	defer unix.Close(fd)
-	var out []string
-	err = eachName(fd, func(name []byte) error {
-		out = append(out, string(name[:len(name)-1]))
-		return nil
-	})
-	if err != nil {
-		return out, fmt.Errorf("read names %s: %w", r.display(rel), err)
+	if err := eachDirent(fd, func(ino uint64, name []byte) error { f(ino, name); return nil }); err != nil {
+		return fmt.Errorf("read names %s: %w", r.display(rel), err)
 	}
-	return out, nil
+	return nil
 }
 
 // nameArena is the size of the blocks ReadNameInos copies names into: one allocation for
@@ -177,28 +182,15 @@ type NameIno struct {
 // a caller can order a big directory's names by inode before it states or unlinks them,
 // as gnulib's fts (find, rm) does above 10,000 entries.
 func (r *Root) ReadNameInos(dir string) ([]NameIno, error) {
-	rel, err := cleanName(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read names: %w", err)
-	}
-	fd, err := r.openDir(rel)
-	if err != nil {
-		return nil, fmt.Errorf("read names %s: open: %w", r.display(rel), err)
-	}
-	defer unix.Close(fd)
 	var out []NameIno
 	var arena []byte
-	err = eachDirent(fd, func(ino uint64, name []byte) error {
+	err := r.eachDirentIn(dir, func(ino uint64, name []byte) {
 		n := len(name) - 1
 		if len(arena)+n > cap(arena) {
 			arena = make([]byte, 0, max(nameArena, n))
 		}
 		arena = append(arena, name[:n]...)
 		out = append(out, NameIno{Name: unsafe.String(&arena[len(arena)-n], n), Ino: ino})
-		return nil
 	})
-	if err != nil {
-		return out, fmt.Errorf("read names %s: %w", r.display(rel), err)
-	}
-	return out, nil
+	return out, err
 }
