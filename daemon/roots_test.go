@@ -173,6 +173,8 @@ path = "%[1]s/cache"
 		}
 		return ""
 	}
+	// Ready is not scanned: the site's first scan runs beside the daemon's start.
+	poll(t, 30*time.Second, "the site's first scan", func() bool { return site() != "not scanned yet" })
 	if p := site(); p != "" {
 		t.Fatalf("site problem before the reload: %q", p)
 	}
