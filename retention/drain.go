@@ -32,43 +32,44 @@ const muteGoneAfter = 10000
 // the watch it muted (nil when there is none, or it could not be muted).
 func (s *site) muteGone() *rawWatch {
 	s.mu.Lock()
-	w, root := s.raw, s.root
+	w := s.raw
 	s.mu.Unlock()
-	if w == nil || root == nil || !w.acquire() {
-		return nil
-	}
-	defer w.release()
-	d, err := root.OpenDir("")
-	if err != nil {
-		return nil
-	}
-	defer d.Close()
-	if !w.setGoneMuted(d.Fd(), true) {
+	if w == nil || !s.setGoneMuted(w, true) {
 		return nil
 	}
 	return w
 }
 
 // unmuteGone puts IN_DELETE back on w and has the site rescanned: what others deleted
-// while the drain ran went unseen, and the listing finds it gone. A watch closed
-// meanwhile (a re-attach) needs nothing: its successor was never muted, and the
+// while the drain ran went unseen, and the listing finds it gone. A watch closed or
+// replaced meanwhile (a re-attach) needs nothing: its successor was never muted, and the
 // re-attach rescanned.
 func (s *site) unmuteGone(w *rawWatch) {
-	s.mu.Lock()
-	root, cur := s.root, s.raw
-	s.mu.Unlock()
-	if cur != w || root == nil || !w.acquire() {
+	if !s.setGoneMuted(w, false) {
 		return
-	}
-	defer w.release()
-	if d, err := root.OpenDir(""); err == nil {
-		w.setGoneMuted(d.Fd(), false)
-		d.Close()
 	}
 	select {
 	case s.recheckNow <- struct{}{}:
 	default: // one is asked for already
 	}
+}
+
+// setGoneMuted mutes or unmutes w, the site's current watch, through a fresh fd of the
+// site's root; false when w is not the site's watch any more or the change did not take.
+func (s *site) setGoneMuted(w *rawWatch, mute bool) bool {
+	s.mu.Lock()
+	root, cur := s.root, s.raw
+	s.mu.Unlock()
+	if cur != w || root == nil || !w.acquire() {
+		return false
+	}
+	defer w.release()
+	d, err := root.OpenDir("")
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	return w.setGoneMuted(d.Fd(), mute)
 }
 
 // drainBatch is how many entries one drain batch takes: small enough that a launch call

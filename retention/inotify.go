@@ -301,14 +301,24 @@ const childEvents = unix.IN_MODIFY | unix.IN_ATTRIB
 // same inode): anything else is undone and the watch counts as lossy.
 func (w *rawWatch) addChildEvents(target string, flags uint32) {
 	defer close(w.childReady)
-	wd, err := unix.InotifyAddWatch(w.chg, target, (childEvents|unix.IN_MASK_ADD|watchFlags)&^flags)
-	if err == nil && wd != w.chgWd {
-		unix.InotifyRmWatch(w.chg, uint32(wd))
-		err = fmt.Errorf("inotify_add_watch answered watch %d, not %d", wd, w.chgWd)
-	}
-	if err != nil {
+	if remask(w.chg, w.chgWd, target, (childEvents|unix.IN_MASK_ADD|watchFlags)&^flags) != nil {
 		w.lossy.Store(true)
 	}
+}
+
+// remask changes the mask of the watch wd of the inotify instance ifd, naming its inode
+// by path (inotify_add_watch on an inode already watched changes that watch). An answer
+// for another watch means path led to another inode: that new watch is removed again.
+func remask(ifd, wd int, path string, mask uint32) error {
+	got, err := unix.InotifyAddWatch(ifd, path, mask)
+	if err != nil {
+		return err
+	}
+	if got != wd {
+		unix.InotifyRmWatch(ifd, uint32(got))
+		return fmt.Errorf("inotify_add_watch %s answered watch %d, not %d", path, got, wd)
+	}
+	return nil
 }
 
 // waitChildEvents waits until the change watch reports writes and attribute changes of
@@ -399,12 +409,7 @@ func (w *rawWatch) setGoneMuted(dirFd int, mute bool) bool {
 	if mute {
 		mask &^= unix.IN_DELETE
 	}
-	wd, err := unix.InotifyAddWatch(w.gone, fmt.Sprintf("/proc/self/fd/%d", dirFd), mask)
-	if err != nil {
-		return false
-	}
-	if wd != w.goneWd {
-		unix.InotifyRmWatch(w.gone, uint32(wd))
+	if remask(w.gone, w.goneWd, fmt.Sprintf("/proc/self/fd/%d", dirFd), mask) != nil {
 		return false
 	}
 	w.muted = mute
@@ -426,11 +431,9 @@ func (w *rawWatch) release() { w.users.Add(-1) }
 // quiet reports, without a lock, that no change can be waiting: none queued in the kernel,
 // no pass reading one, none in the pending set, nothing lost. A pass that began before the
 // ioctl and has not ended shows as passes != passed; one that ended has published what it
-// read. The caller holds acquire. When quiet says false, flush and look at the names.
+// read. The caller holds acquire and has checked childEventsOn. When quiet says false,
+// flush and look at the names.
 func (w *rawWatch) quiet() bool {
-	if !w.childEventsOn() {
-		return false
-	}
 	ended := w.passed.Load()
 	n, err := unix.IoctlGetInt(w.chg, unix.TIOCINQ) // FIONREAD: bytes queued
 	if err != nil || n != 0 || w.passes.Load() != ended {

@@ -34,6 +34,9 @@ func (s *site) rescan(p *pending) error {
 	if root != nil && !s.ready {
 		s.filling = true
 	}
+	// What the index knew that the listing lacks is gone; a first scan (an empty index:
+	// nothing else adds to it while the scan runs) has nothing to look for.
+	hadEntries := len(s.idx.jobs) > 0
 	s.mu.Unlock()
 	if root == nil {
 		return nil
@@ -50,15 +53,10 @@ func (s *site) rescan(p *pending) error {
 		s.mu.Unlock()
 		return err
 	}
-	s.mu.Lock()
-	hadEntries := len(s.idx.jobs) > 0
-	s.mu.Unlock()
 	if len(ents) > inodeSortMin && inodeOrderHelps(root.Fd()) {
 		slices.SortFunc(ents, func(a, b safefs.NameIno) int { return cmp.Compare(a.Ino, b.Ino) })
 	}
 	heads, next := groupByJob(ents)
-	// What the index knew that the listing lacks is gone; a first scan (an empty index:
-	// nothing else adds to it while the scan runs) has nothing to look for.
 	var present map[string]struct{}
 	if hadEntries {
 		present = make(map[string]struct{}, len(ents))
