@@ -58,16 +58,9 @@ func Parse(data []byte, out map[Inode]struct{}) {
 // Read reads <procRoot>/locks. A missing file (a kernel without it) is "no locks": no
 // data, not an error; an unreadable one is an error, and the caller cannot know.
 func Read(procRoot string) (map[Inode]struct{}, error) {
-	out := map[Inode]struct{}{}
-	data, err := os.ReadFile(filepath.Join(procRoot, "locks"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return out, err
-	}
-	Parse(data, out)
-	return out, nil
+	r := NewReader(procRoot)
+	defer r.Close()
+	return r.Read()
 }
 
 // Reader reads one proc root's locks file again and again through one open fd and one

@@ -110,23 +110,23 @@ func (d *Dir) RemoveEntry(ctx context.Context, e Entry, opts RemoveOptions) (Sta
 		return Stats{}, fmt.Errorf("remove %s: %w", d.r.display(rel), err)
 	}
 	switch {
-	case e.IsDir() && e.Dev == d.r.dev && !e.MountRoot && !opts.keeps(e.Mtime):
-		// An empty directory needs no walk: rmdir removes nothing but the name, and the
-		// kernel refuses everything else: a directory with anything in it (ENOTEMPTY), a
-		// mount point (EBUSY), a link or file swapped in since the lstat (ENOTDIR). Those
-		// go to the tree walk, which opens the name and checks it all again. A launcher's
-		// job directory is most often empty, and the walk costs five more syscalls.
-		var buf [128]byte // a name to the syscall without an allocation
-		raw := append(append(buf[:0], e.Name...), 0)
-		err := unlinkAt(d.fd, &raw[0], unix.AT_REMOVEDIR)
-		switch {
-		case err == nil:
-			return Stats{Dirs: 1}, nil
-		case errors.Is(err, unix.ENOENT):
-			return Stats{}, nil
-		}
-		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts, true)
 	case e.IsDir():
+		if e.Dev == d.r.dev && !e.MountRoot && !opts.keeps(e.Mtime) {
+			// An empty directory needs no walk: rmdir removes nothing but the name, and
+			// the kernel refuses everything else: a directory with anything in it
+			// (ENOTEMPTY), a mount point (EBUSY), a link or file swapped in since the
+			// lstat (ENOTDIR). Those go to the tree walk, which opens the name and checks
+			// it all again. A launcher's job directory is most often empty, and the walk
+			// costs five more syscalls.
+			var buf [128]byte // a name to the syscall without an allocation
+			raw := append(append(buf[:0], e.Name...), 0)
+			switch err := unlinkAt(d.fd, &raw[0], unix.AT_REMOVEDIR); {
+			case err == nil:
+				return Stats{Dirs: 1}, nil
+			case errors.Is(err, unix.ENOENT):
+				return Stats{}, nil
+			}
+		}
 		return d.r.removeAt(ctx, d.fd, rel, e.Name, opts, true)
 	case e.Dev != d.r.dev || e.MountRoot:
 		return Stats{Skipped: 1}, fmt.Errorf("remove %s: %w", d.r.display(rel), ErrMountPoint)
