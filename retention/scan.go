@@ -72,7 +72,7 @@ func (s *site) rescan(p *pending) error {
 	chunk := make([]string, 0, scanChunk+8)
 	flush := func() bool {
 		ups := statNames(root.Fd(), root.Dev(), chunk)
-		s.scanLeft.Add(-int64(len(chunk)))
+		handed := int64(len(chunk))
 		chunk = chunk[:0]
 		s.mu.Lock()
 		if s.root != root {
@@ -88,6 +88,9 @@ func (s *site) rescan(p *pending) error {
 		}
 		s.mu.Unlock()
 		s.refreshLiveness(jobs)
+		// Only now is the chunk's work in the index for the drain: a drain that finds
+		// nothing to claim and scanLeft at 0 may end (drainLoop).
+		s.scanLeft.Add(-handed)
 		s.applyGone(p)
 		s.kickDrain()
 		runtime.Gosched() // a launch call waiting for a P gets it between chunks
