@@ -444,6 +444,9 @@ func TestRegisterBadInput(t *testing.T) {
 		t.Errorf("a mount registered without \"required\" is required: %+v", other)
 	}
 	td.waitMountState(t, "bare2", api.MountMissing)
+	// The configured mount is required: a launch before its first probe is refused
+	// ("has not been probed yet"), rightly; what is asked here is the registered ones.
+	td.waitMountState(t, "conf", api.MountHealthy)
 	if code, p := launchMounts(t, td); code != 200 {
 		t.Errorf("launch naming no mount while registered mounts are missing: %d %q", code, p.Detail)
 	}
