@@ -33,6 +33,10 @@ type Filesystem struct {
 	Errno      string     `json:"errno,omitempty"`
 	ErrorSince *time.Time `json:"error_since,omitempty"`
 	SampledAt  time.Time  `json:"sampled_at"`
+
+	// GrowthWindow is the window growth_bytes_per_second (and so predicted_full_seconds)
+	// was measured over: the fastest whose trend is significant; "0s" when not filling (v1.2).
+	GrowthWindow Duration `json:"growth_window"`
 }
 
 // Site is one write site (a launcher's temp dir) as status shows it.

@@ -123,3 +123,19 @@ func (g *growth) levelAt(from, to time.Time) (t time.Time, avail int64, ok bool)
 	}
 	return in[m-1].t.Add(in[m].t.Sub(in[m-1].t) / 2), as[m-1] + (as[m]-as[m-1])/2, true
 }
+
+// estimate is what a sample's growth says: rate (bytes/s, 0 = not filling) over window for
+// the prediction, and slow, the rate the adaptive reclaim threshold may use.
+type estimate struct {
+	rate   float64
+	window time.Duration
+	slow   float64
+}
+
+func (g *growth) estimate(now time.Time) estimate {
+	r := g.rate(now)
+	if r <= 0 {
+		return estimate{}
+	}
+	return estimate{rate: r, window: g.window, slow: r}
+}

@@ -58,13 +58,13 @@ func (w *Watcher) unavailable(fs *fsState, reason string) (api.Event, bool) {
 	})
 }
 
-// measuredAgain clears FilesystemUnavailable of a filesystem whose statfs answered;
-// caller holds w.mu.
-func (w *Watcher) measuredAgain(f api.Filesystem) (api.Event, bool) {
-	if !w.conds.has(api.CondFilesystemUnavailable, f.Path) {
+// measuredAgain clears FilesystemUnavailable of a filesystem whose statfs answered; the
+// caller holds the lock that guards conds.
+func measuredAgain(conds *condSet, f api.Filesystem) (api.Event, bool) {
+	if !conds.has(api.CondFilesystemUnavailable, f.Path) {
 		return api.Event{}, false
 	}
-	return w.conds.observe(f.SampledAt, signal{
+	return conds.observe(f.SampledAt, signal{
 		typ: api.CondFilesystemUnavailable, subject: f.Path, now: true,
 		reason: ReasonMeasured, message: f.Fingerprint() + ": statfs answers again",
 	})

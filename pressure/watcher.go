@@ -2,7 +2,6 @@ package pressure
 
 import (
 	"context"
-	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -214,43 +213,11 @@ func (w *Watcher) record(c *call) {
 func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	f := c.fig
 	f.Path, f.SizeSetting = fs.cfg.Path, fs.cfg.SizeSetting
-	now := f.SampledAt
-	fs.growth.add(now, f.AvailBytes)
-	rate := fs.growth.rate(now)
-	if rate > 0 && !math.IsInf(rate, 0) && !math.IsNaN(rate) {
-		f.GrowthBytesPerSecond = rate
-		secs := float64(f.AvailBytes) / rate
-		if !math.IsInf(secs, 0) && !math.IsNaN(secs) {
-			f.PredictedFullSeconds = &secs
-		}
-	}
-	r := resolveThresholds(fs.cfg, f.SizeBytes, f.Files, rate, w.opts.LeadTime)
-	f.ReclaimThresholdBytes, f.ReclaimThresholdWhy = r.reclaim, r.why
-	f.ReplaceThresholdBytes = r.replace
-	f.ReclaimThresholdFiles, f.ReplaceThresholdFiles = r.reclaimInodes, r.replaceInodes
 	if w.opts.ReserveBytes != nil {
 		f.ReserveBytes = w.opts.ReserveBytes(fs.cfg.Path)
 	}
-	unchanged := fs.figures && !fs.retuned && sameLevels(fs.fig, f)
-	fs.fig, fs.dev, fs.figures, fs.sampled, fs.retuned = f, c.dev, true, true, false
-	var events []api.Event
-	if ev, ok := w.measuredAgain(f); ok {
-		events = append(events, ev)
-	}
-	if unchanged && !w.conds.anyTrue(f.Path) {
-		// Rendering the messages is most of a sample's cost (Measure is on the launch hot
-		// path). With the levels unchanged and nothing true, nothing can turn true: the
-		// growth rate can only fall, which only lowers the adaptive threshold and lengthens
-		// the prediction.
-		return events
-	}
-
-	for _, s := range evaluate(f, r, fs.cfg.WarnTimeToFull) {
-		if ev, ok := w.conds.observe(now, s); ok {
-			events = append(events, ev)
-		}
-	}
-	return events
+	fs.dev = c.dev
+	return fs.step(f, w.conds, w.opts.LeadTime, nil)
 }
 
 func (w *Watcher) emit(events []api.Event) {

@@ -1,10 +1,7 @@
 package reclaim
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/sandboxd/sandboxd/api"
 )
 
 // stateDoc is the name of the reclaim package's document in the state dir.
@@ -54,22 +51,8 @@ func (r *Reclaimer) blockedBy(trigger, fs string) string {
 	now := r.opts.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if automatic(trigger) {
-		if last, ok := r.rate.LastRun[fs]; ok && now.Sub(last) < r.opts.Cooldown && now.Sub(last) > -r.opts.Cooldown {
-			return fmt.Sprintf("reclaim ran %s ago, within reclaim.cooldown %s: the disk filled again after a purge, replace rather than purge again",
-				api.FormatDuration(now.Sub(last)), api.FormatDuration(r.opts.Cooldown))
-		}
-	}
-	n := 0
-	for _, t := range r.rate.Runs[trigger] {
-		if now.Sub(t) < time.Hour {
-			n++
-		}
-	}
-	if n >= r.opts.MaxRunsPerHour {
-		return fmt.Sprintf("trigger %s ran the ladder %d times in the last hour, reclaim.max_runs_per_hour is %d", trigger, n, r.opts.MaxRunsPerHour)
-	}
-	return ""
+	last, ok := r.rate.LastRun[fs]
+	return blockedReason(now, last, ok, r.rate.Runs[trigger], trigger, r.opts.Cooldown, r.opts.MaxRunsPerHour)
 }
 
 // recordRun notes a ladder run on the filesystems in ran and persists it.

@@ -15,7 +15,10 @@ const module = "github.com/sandboxd/sandboxd"
 // The module's top-level directories that are not capabilities. Every other top-level
 // package (pressure, retention, reclaim, mountwatch, jobs, systemd, and whatever moves in
 // next) is a capability, with its subpackages: a new one is covered without editing this.
-var notCapabilities = []string{"cmd", "daemon", "api", "client", "internal", "packaging"}
+// backtest is a composition root like daemon (it drives pressure's and reclaim's real code
+// on a simulated clock for `sandboxd backtest` and the fleet simulator), so it may import
+// capabilities; none may import it (the rule on daemon, cmd and client).
+var notCapabilities = []string{"cmd", "daemon", "api", "client", "internal", "packaging", "backtest"}
 
 // A rule says which imports a package may not have, and why. forbids gets the importing
 // package and an import (both as module-relative paths, or the full path of a package
@@ -48,13 +51,13 @@ var rules = []rule{
 		},
 	},
 	{
-		name: "capabilities import neither daemon, cmd nor client",
+		name: "capabilities import neither daemon, cmd, client nor backtest",
 		why: "daemon is the composition root that imports every capability, cmd is main, and the " +
 			"client is what runners call over the socket: a capability importing one of them " +
 			"would be a cycle or would talk to its own daemon through the socket",
 		applies: isCapability,
 		forbids: func(_ string, imp pkg) bool {
-			return imp.inModule && slices.Contains([]string{"daemon", "cmd", "client"}, top(imp.path))
+			return imp.inModule && slices.Contains([]string{"daemon", "cmd", "client", "backtest"}, top(imp.path))
 		},
 	},
 	{
