@@ -18,7 +18,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # the README's JSON examples.
 DEB_DEPS := prometheus prometheus-node-exporter debhelper lintian gcc fuse3 e2fsprogs util-linux procps systemd dbus curl python3
 
-.PHONY: all build run test bench lint fuzz deps clean status docs deb
+.PHONY: all build run test test-clients bench lint fuzz deps clean status docs deb
 
 all: build
 
@@ -51,6 +51,13 @@ lint:
 
 test: deps lint
 	$(GO) test -count=1 -timeout 25m ./...
+	$(MAKE) --no-print-directory test-clients
+
+# The runner clients' own tests (clients/python, clients/node), each in its language's
+# runner against a real `bin/sandboxd serve`; they install nothing. Root-only cases fail
+# under CI=true instead of skipping, as the Go tests do.
+test-clients: build
+	cd clients/python && SANDBOXD_BIN=$(CURDIR)/$(BIN) python3 -m unittest discover -s tests
 
 # Short fuzzing of the request decoder and the config loader (seeds run in `make test`).
 fuzz:
