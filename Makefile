@@ -58,6 +58,7 @@ test: deps lint
 # under CI=true instead of skipping, as the Go tests do.
 test-clients: build
 	cd clients/python && SANDBOXD_BIN=$(CURDIR)/$(BIN) python3 -m unittest discover -s tests
+	cd clients/node && SANDBOXD_BIN=$(CURDIR)/$(BIN) node --test test/client.test.js
 
 # Short fuzzing of the request decoder and the config loader (seeds run in `make test`).
 fuzz:
