@@ -72,6 +72,19 @@ type MountList struct {
 	Mounts        []Mount `json:"mounts"`
 	Registered    int     `json:"registered"`
 	MaxRegistered int     `json:"max_registered"`
+	// Quarantined are saved registrations the daemon refused at start, with why; they
+	// are not watched and not tried again (register the mount again once fixed).
+	Quarantined []QuarantinedMount `json:"quarantined"`
+}
+
+// QuarantinedMount is a saved registration refused at start (GET /v1/mounts).
+type QuarantinedMount struct {
+	Name          string      `json:"name"`
+	Path          string      `json:"path"`
+	Job           string      `json:"job,omitempty"`
+	RegisteredBy  *Registrant `json:"registered_by,omitempty"`
+	Reason        string      `json:"reason"`
+	QuarantinedAt time.Time   `json:"quarantined_at"`
 }
 
 // ReleaseStep is one step of releasing a mount (links, sync, umount, fusermount3,

@@ -86,6 +86,9 @@ type Mount struct {
 	LastProbeSeconds    float64    `json:"last_probe_seconds"`
 	RemountsTotal       int64      `json:"remounts_total"`
 	CredentialExpiresAt *time.Time `json:"credential_expires_at"`
+	// CredentialError is why the credential file could not be read at the last try, or
+	// why the last refresh failed; empty when the last read or refresh succeeded.
+	CredentialError string `json:"credential_error,omitempty"`
 	Links               []Link     `json:"links"`
 	// Registered is true for a mount registered at run time (POST /v1/mounts), false for
 	// one of the config file; Job is the job it is tied to (v1.1).

@@ -73,6 +73,9 @@ type Daemon struct {
 	writersV Writers
 	comps    *components
 
+	quarantineMu sync.Mutex         // guards quarantined
+	quarantined  []quarantinedMount // saved registrations refused at start (mounts_quarantine.go)
+
 	mountJobs jobTie // the jobs registry, for mounts tied to a job (nil: no tie)
 	// jobReg is the job registry (jobs.go): built once, it outlives reloads.
 	jobReg   *jobs.Manager

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -35,7 +36,7 @@ type savedMount struct {
 func (d *Daemon) handleMountsList(w http.ResponseWriter, r *http.Request) error {
 	c := d.current()
 	writeJSON(w, http.StatusOK, api.MountList{Mounts: nonNil(c.mounts.Snapshot()), Registered: c.mounts.CountRegistered(),
-		MaxRegistered: int(d.config().RuntimeMounts.MaxRegistered)})
+		MaxRegistered: int(d.config().RuntimeMounts.MaxRegistered), Quarantined: d.quarantinedView()})
 	return nil
 }
 
@@ -102,9 +103,13 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 	case errors.Is(err, mountwatch.ErrForbidden):
 		d.logger.Warn("mount registration refused", "mount", req.Name, "uid", by.UID, "err", err)
 		return api.Mount{}, api.NewProblem(api.CodeForbidden, "%s", strings.TrimSuffix(err.Error(), ": "+mountwatch.ErrForbidden.Error()))
+	case errors.Is(err, mountwatch.ErrCredentialFile) && errors.Is(err, fs.ErrPermission):
+		d.logger.Warn("mount registration refused", "mount", req.Name, "uid", by.UID, "err", err)
+		return api.Mount{}, api.NewProblem(api.CodeForbidden, "%v: the credential file is read with the rights of the peer that registers the mount", err)
 	case err != nil:
 		return api.Mount{}, api.NewProblem(api.CodeBadRequest, "%v", err)
 	}
+	d.unquarantine(mc.Name)
 	return m, nil
 }
 
@@ -329,13 +334,25 @@ func (d *Daemon) saveMounts() {
 }
 
 // restoreMounts gives the watcher built at start-up the registered mounts of the state
-// file. (A reload keeps the watcher, and with it the registered mounts: Reconfigure.)
+// file. (A reload keeps the watcher, and with it the registered mounts: Reconfigure.) A
+// saved registration the watcher refuses now (its credential file became a device, a
+// FIFO or too large; its path was taken by a configured mount) is quarantined with its
+// reason: moved out of mounts.json into mounts-quarantined.json, shown in GET /v1/mounts,
+// and never tried again at the next start (issue 21: one hostile registration used to
+// crash-loop the daemon at every restart).
 func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 	var saved []savedMount
 	if err := d.state.Load(mountsStateDoc, &saved); err != nil {
 		d.logger.Error("registered mounts not restored", "err", err)
 		return
 	}
+	var earlier []quarantinedMount
+	if err := d.state.Load(mountsQuarantineDoc, &earlier); err == nil {
+		d.quarantineMu.Lock()
+		d.quarantined = earlier
+		d.quarantineMu.Unlock()
+	}
+	var bad []quarantinedMount
 	for _, s := range saved {
 		mc, reg, err := mountFromRequest(s.Registration, d.opts.Config)
 		if err == nil {
@@ -349,7 +366,19 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 			_, err = w.Add(mc, reg)
 		}
 		if err != nil {
-			d.logger.Error("registered mount not restored", "mount", s.Registration.Name, "err", err)
+			bad = append(bad, quarantinedMount{savedMount: s, Reason: err.Error(), QuarantinedAt: d.now().UTC()})
 		}
+	}
+	if len(bad) == 0 {
+		return
+	}
+	d.quarantineMounts(bad)
+	regs := w.Registered()
+	out := make([]savedMount, 0, len(regs))
+	for _, r := range regs {
+		out = append(out, requestFromRegistered(r))
+	}
+	if err := d.state.Save(mountsStateDoc, out); err != nil {
+		d.logger.Warn("registered mounts kept in memory only", "err", err)
 	}
 }

@@ -45,29 +45,24 @@ type fileStamp struct {
 // from the file's mtime, minus up to 5% of the lifetime of jitter so that many sandboxes
 // resumed together do not refresh in the same second.
 func readCredential(path string, refreshAt float64) (credential, fileStamp, error) {
-	st, err := os.Stat(path)
+	b, stamp, err := readBounded(path)
 	if err != nil {
-		return credential{}, fileStamp{}, fmt.Errorf("stat credential file: %w", err)
-	}
-	stamp := fileStamp{mtime: st.ModTime(), size: st.Size()}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return credential{}, stamp, fmt.Errorf("read credential file: %w", err)
+		return credential{}, stamp, err
 	}
 	var doc struct {
 		Expiration string
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return credential{}, stamp, fmt.Errorf("parse credential file %s: %w", path, err)
+		return credential{}, stamp, fmt.Errorf("parse credential file %s: %w (%w)", path, err, ErrCredentialFile)
 	}
 	if doc.Expiration == "" {
-		return credential{}, stamp, fmt.Errorf("credential file %s has no Expiration", path)
+		return credential{}, stamp, fmt.Errorf("credential file %s has no Expiration: %w", path, ErrCredentialFile)
 	}
 	exp, err := time.Parse(time.RFC3339, doc.Expiration)
 	if err != nil {
-		return credential{}, stamp, fmt.Errorf("credential file %s: Expiration: %w", path, err)
+		return credential{}, stamp, fmt.Errorf("credential file %s: Expiration: %w (%w)", path, err, ErrCredentialFile)
 	}
-	return lifetime(st.ModTime(), exp, refreshAt), stamp, nil
+	return lifetime(stamp.mtime, exp, refreshAt), stamp, nil
 }
 
 // readCredentialAs reads the credential file with by's filesystem credentials: the peer
@@ -152,22 +147,54 @@ func (w *Watcher) checkCredential(ctx context.Context, m *mount) {
 	}()
 }
 
-// reloadCredential re-reads the file when its mtime or size changed.
+// reloadCredential re-reads the file when its mtime or size changed. The stat and the
+// read run off w.mu (a lock every endpoint needs) and within credentialReadTimeout; while
+// one is still outstanding (a hung filesystem) no other starts.
 func (w *Watcher) reloadCredential(m *mount) {
-	var st os.FileInfo
-	err := runas.AsFS(m.by().cred(), func() (err error) { st, err = os.Stat(m.cfg.CredentialFile); return err })
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err == nil && m.cred.known && st.ModTime().Equal(m.credStamp.mtime) && st.Size() == m.credStamp.size {
+	if m.credReading {
+		w.mu.Unlock()
 		return
 	}
-	c, stamp, err := readCredentialAs(m.by(), m.cfg.CredentialFile, m.cfg.RefreshAt)
-	m.credStamp = stamp
-	if err != nil {
-		m.cred.err = err.Error()
-		return
+	m.credReading = true
+	by, path, refreshAt := m.by(), m.cfg.CredentialFile, m.cfg.RefreshAt
+	w.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var st os.FileInfo
+		serr := runas.AsFS(by.cred(), func() (err error) { st, err = os.Stat(path); return err })
+		w.mu.Lock()
+		unchanged := serr == nil && m.cred.known && st.ModTime().Equal(m.credStamp.mtime) && st.Size() == m.credStamp.size
+		w.mu.Unlock()
+		var c credential
+		var stamp fileStamp
+		var err error
+		if !unchanged {
+			c, stamp, err = readCredentialAs(by, path, refreshAt)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		m.credReading = false
+		if unchanged {
+			return
+		}
+		m.credStamp = stamp
+		if err != nil {
+			m.cred.err = err.Error()
+			return
+		}
+		m.cred = c
+	}()
+	t := time.NewTimer(credentialReadTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		w.mu.Lock()
+		m.cred.err = fmt.Sprintf("credential file %s: no answer within %s (a hung filesystem?)", path, credentialReadTimeout)
+		w.mu.Unlock()
 	}
-	m.cred = c
 }
 
 func (w *Watcher) release(m *mount) {
@@ -242,7 +269,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 // credential_file, or without one the Expiration the command printed.
 func (w *Watcher) readRefreshed(m *mount, out string) (credential, fileStamp, error) {
 	if m.cfg.CredentialFile != "" {
-		return readCredentialAs(m.by(), m.cfg.CredentialFile, m.cfg.RefreshAt)
+		return readCredentialBounded(m.by(), m.cfg.CredentialFile, m.cfg.RefreshAt)
 	}
 	exp, ok := parseExpiration(out)
 	if !ok {

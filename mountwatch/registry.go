@@ -54,6 +54,17 @@ func (w *Watcher) Add(c MountConfig, r Registration) (api.Mount, error) {
 	if err := checkRegistrant(c, r.By, entries); err != nil {
 		return api.Mount{}, err
 	}
+	// The first read of the credential file decides the registration, before anything is
+	// saved: a file sandboxd will not read (a device, a FIFO, a symlink, past the size cap,
+	// unreadable by the registrant, no Expiration) is refused here rather than failing at
+	// every start (issue 21).
+	var first credential
+	var firstStamp fileStamp
+	if c.CredentialFile != "" {
+		if first, firstStamp, err = readCredentialBounded(r.By, c.CredentialFile, c.RefreshAt); err != nil {
+			return api.Mount{}, fmt.Errorf("credential_file: %w", err)
+		}
+	}
 	now := w.opts.Now()
 	if r.RegisteredAt.IsZero() {
 		r.RegisteredAt = now
@@ -77,6 +88,9 @@ func (w *Watcher) Add(c MountConfig, r Registration) (api.Mount, error) {
 		linkState: linkState{observedFix: map[string]bool{}}, regState: regState{reg: &r}}
 	if !r.CredentialExpiresAt.IsZero() {
 		m.cred = pushedCredential(r.RegisteredAt, r.CredentialExpiresAt, c.RefreshAt)
+	}
+	if c.CredentialFile != "" {
+		m.cred, m.credStamp = first, firstStamp
 	}
 	w.mounts = append(w.mounts, m)
 	w.counters.ensure(c.Name)

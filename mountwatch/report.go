@@ -50,6 +50,7 @@ func (m *mount) view() api.Mount {
 		t := m.cred.expires
 		v.CredentialExpiresAt = &t
 	}
+	v.CredentialError = m.cred.err
 	if len(m.links) > 0 {
 		v.Links = append([]api.Link(nil), m.links...)
 	}

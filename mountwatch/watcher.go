@@ -91,6 +91,8 @@ type credState struct {
 	credBackoff time.Duration
 	// credExpiredSeen: the expiry of the current credential was already reported.
 	credExpiredSeen bool
+	// credReading: a read of the credential file is outstanding (reloadCredential).
+	credReading bool
 }
 
 // linkState is the symlinks kept pointing into the mount.

@@ -129,12 +129,20 @@ func TestUnreachableDaemonExits69WithOwnMeasurement(t *testing.T) {
 // serveDaemon runs `sandboxd serve` with config text and waits for its socket.
 func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *testenv.SyncBuffer) {
 	t.Helper()
+	return serveDaemonIn(t, dir, cfg, "", nil)
+}
+
+// serveDaemonIn is serveDaemon with more [server] lines and the daemon started through
+// prefix (such as testenv.MemoryLimited's), exec'd so the pid stays the daemon's.
+func serveDaemonIn(t *testing.T, dir, cfg, server string, prefix []string) (*exec.Cmd, string, *testenv.SyncBuffer) {
+	t.Helper()
 	sock := filepath.Join(dir, "s.sock")
-	full := cfg + fmt.Sprintf("\n[server]\nsocket = %q\nstate_dir = %q\n[health]\nsample_interval = \"100ms\"\n[reclaim]\nauto_caches = []\n",
+	full := cfg + fmt.Sprintf("\n[server]\n"+server+"\nsocket = %q\nstate_dir = %q\n[health]\nsample_interval = \"100ms\"\n[reclaim]\nauto_caches = []\n",
 		sock, filepath.Join(dir, "state"))
 	path := filepath.Join(dir, "sandboxd.toml")
 	os.WriteFile(path, []byte(full), 0o644)
-	cmd := exec.Command(binary, "serve", "--config", path)
+	argv := append(append([]string{}, prefix...), binary, "serve", "--config", path)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	logs := &testenv.SyncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
