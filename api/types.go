@@ -89,7 +89,7 @@ type Mount struct {
 	// CredentialError is why the credential file could not be read at the last try, or
 	// why the last refresh failed; empty when the last read or refresh succeeded.
 	CredentialError string `json:"credential_error,omitempty"`
-	Links               []Link     `json:"links"`
+	Links           []Link `json:"links"`
 	// Registered is true for a mount registered at run time (POST /v1/mounts), false for
 	// one of the config file; Job is the job it is tied to (v1.1).
 	Registered bool   `json:"registered"`
