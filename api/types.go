@@ -116,6 +116,10 @@ const (
 	// CondStateNotPersistent (subject: the state dir) is true while the state directory
 	// refuses writes: cooldowns, run counts and first-seen pids live in memory only.
 	CondStateNotPersistent = "StateNotPersistent"
+	// CondCacheThrashing (subject: the cache's name, warning) is true while a cache got
+	// back at least half of what each of its last 3 prunes freed within an hour: it is
+	// load-bearing, reclaim takes it last (CONTRACT §14, issue 28).
+	CondCacheThrashing = "CacheThrashing"
 )
 
 // Condition is one health condition about one subject.

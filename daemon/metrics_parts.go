@@ -13,6 +13,9 @@ var (
 	descReclaimBytes   = desc("sandboxd_reclaim_freed_bytes_total", "Bytes freed by reclaim, by source.", "source")
 	descReclaimFiles   = desc("sandboxd_reclaim_freed_files_total", "Files freed by reclaim, by source.", "source")
 	descReclaimActions = desc("sandboxd_reclaim_actions_total", "Reclaim actions by kind and status.", "kind", "status")
+	// CacheThrashing (issue 28): a cache that refills after each prune, and what came back.
+	descCacheThrashing = desc("sandboxd_cache_thrashing", "1 while the cache refilled at least half of what each of its last 3 prunes freed within an hour (CacheThrashing): it is pruned last.", "cache")
+	descCacheRefilled  = desc("sandboxd_cache_refilled_bytes_total", "Bytes that came back within an hour after prunes of the cache (downloaded again), each prune counted up to what it freed.", "cache")
 	descMountHealthy   = desc("sandboxd_mount_healthy", "1 while the mount probes healthy; required is the mount's required setting, so only required mounts page.", "mount", "mountpoint", "fstype", "required")
 	descMountProbe     = desc("sandboxd_mount_probe_duration_seconds", "Duration of mount probes.", "mount")
 	descMountFailures  = desc("sandboxd_mount_failures_total", "Failed probe rounds by state.", "mount", "state")
@@ -51,6 +54,10 @@ func (c *snapshotCollector) collectReclaim(ch chan<- prometheus.Metric, comps *c
 	}
 	for k, v := range rc.Actions {
 		counter(descReclaimActions, float64(v), k.Kind, k.Status)
+	}
+	for _, cr := range comps.reclaim.Refills() {
+		ch <- prometheus.MustNewConstMetric(descCacheThrashing, prometheus.GaugeValue, b2f(cr.Thrashing), cr.Name)
+		counter(descCacheRefilled, float64(cr.RefilledBytes), cr.Name)
 	}
 }
 

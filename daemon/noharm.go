@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/reclaim"
 	"github.com/sandboxd/sandboxd/retention"
 )
 
@@ -20,8 +21,12 @@ func siteUsage(sites *retention.Manager) (bytes, files int64) {
 // observe mode what it would have freed — never "freed" for what was not deleted.
 func reclaimNote(run api.ReclaimRun) string {
 	if len(run.Projected) == 0 {
-		return fmt.Sprintf("reclaim freed %s and %s files (verdict %s)",
+		s := fmt.Sprintf("reclaim freed %s and %s files (verdict %s)",
 			api.FormatSize(uint64(max(run.FreedBytes, 0))), api.FormatCount(uint64(max(run.FreedFiles, 0))), run.Verdict)
+		if note := reclaim.InUseNote(run); note != "" {
+			s += "; " + note // a thrashing cache: grow the disk rather than prune it again
+		}
+		return s
 	}
 	var b, n int64
 	for i, p := range run.Projected {

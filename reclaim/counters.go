@@ -18,6 +18,8 @@ type Counters struct {
 	FreedBytes map[string]int64 // by source
 	FreedFiles map[string]int64 // by source
 	Actions    map[ActionKey]int64
+	// RefilledBytes is what came back after settled prunes, by cache name.
+	RefilledBytes map[string]int64
 	// Walks counts directory reads and size walks done by runs: a healthy run does none.
 	Walks int64
 }
@@ -32,7 +34,7 @@ const (
 )
 
 func newCounters() Counters {
-	c := Counters{Runs: map[RunKey]int64{}, FreedBytes: map[string]int64{}, FreedFiles: map[string]int64{}, Actions: map[ActionKey]int64{}}
+	c := Counters{Runs: map[RunKey]int64{}, FreedBytes: map[string]int64{}, FreedFiles: map[string]int64{}, Actions: map[ActionKey]int64{}, RefilledBytes: map[string]int64{}}
 	// Known series exist from start-up at zero.
 	for _, t := range []string{TriggerLaunch, TriggerResume, TriggerStartup, TriggerPressure, TriggerManual} {
 		for _, v := range []string{api.VerdictHealthy, api.VerdictReclaimed, api.VerdictLow, api.VerdictReplace} {
@@ -52,7 +54,7 @@ func (r *Reclaimer) Counters() Counters {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.counters
-	return Counters{Runs: maps.Clone(c.Runs), FreedBytes: maps.Clone(c.FreedBytes), FreedFiles: maps.Clone(c.FreedFiles), Actions: maps.Clone(c.Actions), Walks: c.Walks}
+	return Counters{Runs: maps.Clone(c.Runs), FreedBytes: maps.Clone(c.FreedBytes), FreedFiles: maps.Clone(c.FreedFiles), Actions: maps.Clone(c.Actions), RefilledBytes: maps.Clone(c.RefilledBytes), Walks: c.Walks}
 }
 
 // count adds a finished run to the counters. Freed figures count done actions only.

@@ -54,6 +54,9 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 	default:
 		parts = append(parts, fmt.Sprintf("still short of %s but above filesystem.replace_below (%s)", f.targetDesc(), api.FormatSize(m.ReplaceThresholdBytes)))
 	}
+	if note := inUseNote(f); note != "" && !f.preview && run.Verdict != api.VerdictHealthy {
+		parts = append(parts, note)
+	}
 	switch {
 	case run.DryRun:
 		parts = append(parts, "dry run: nothing was changed")

@@ -26,6 +26,8 @@ type fsRun struct {
 	belowReplace  bool   // still below replace_below* after the ladder
 	reserveLifted bool   // ... and releasing the reserve then lifted it above
 	actions       []api.Action
+	inUse         []string // thrashing caches on it, taken last (CacheThrashing)
+	inUsePruned   bool     // ... and the ladder had to take one of them
 	err           error
 	// ownFree accounts what an action freed as sandboxd's own (Options.OwnFree).
 	ownFree func(path string, bytes int64)

@@ -69,14 +69,38 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 	f.ran = true
 	lr.f, lr.roots = f, map[*cache]*openRoot{}
 	defer lr.closeRoots()
-	steps := []func(context.Context, *fsRun, *ladderRun){
-		r.rungTrash, r.rungSites, r.rungGC, r.rungEntries, r.rungWhole,
+	// A thrashing cache (CacheThrashing: it refills after each prune) is taken only
+	// after every rung of every other cache: pruning it again only buys a re-download.
+	all := lr.caches
+	first, last := r.splitThrashing(all)
+	for _, c := range last {
+		f.inUse = append(f.inUse, c.Name)
 	}
-	for _, step := range steps {
+	type step struct {
+		caches []*cache
+		rung   func(context.Context, *fsRun, *ladderRun)
+	}
+	steps := []step{
+		{all, r.rungTrash}, {first, r.rungSites}, {first, r.rungGC}, {first, r.rungEntries}, {first, r.rungWhole},
+		{last, r.rungGC}, {last, r.rungEntries}, {last, r.rungWhole},
+	}
+	for i, s := range steps {
 		if f.satisfied() || ctx.Err() != nil || f.err != nil {
 			break
 		}
-		step(ctx, f, lr)
+		if i >= 5 && len(s.caches) == 0 {
+			break
+		}
+		lr.caches = s.caches
+		n := len(f.actions)
+		s.rung(ctx, f, lr)
+		if i >= 5 && len(f.actions) > n {
+			f.inUsePruned = true
+		}
+	}
+	lr.caches = all
+	if !f.simulate {
+		r.notePrunes(ctx, f, lr)
 	}
 	f.belowReplace = f.cur.BelowReplace()
 }

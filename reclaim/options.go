@@ -104,6 +104,9 @@ type Options struct {
 	// command, the reserve released), so that the growth rate stays the net rate of
 	// others' writes (nil: not accounted). Site prunes are accounted by retention.
 	OwnFree func(path string, bytes int64)
+	// RefillInterval is how often Run walks the caches pruned within the last hour to
+	// see what came back (default 5m; CacheThrashing).
+	RefillInterval time.Duration
 	// SizeBudget caps the entries one Size walk visits (default 200,000).
 	SizeBudget int64
 	// UsageBudget bounds the largest-directories walk of a replace verdict (default 2s).
@@ -150,6 +153,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SizeInterval <= 0 {
 		o.SizeInterval = 10 * time.Minute
+	}
+	if o.RefillInterval <= 0 {
+		o.RefillInterval = 5 * time.Minute
 	}
 	if o.SizeBudget <= 0 {
 		o.SizeBudget = 200_000

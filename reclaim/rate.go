@@ -16,6 +16,9 @@ type rateState struct {
 	Runs map[string][]time.Time `json:"runs"`
 	// Reserves are the reserve files' states, per filesystem.
 	Reserves map[string]reserveDoc `json:"reserves,omitempty"`
+	// Refills are the caches' prunes and what came back after them, by cache path
+	// (CacheThrashing survives a restart).
+	Refills map[string]*RefillHistory `json:"refills,omitempty"`
 }
 
 func (r *Reclaimer) loadRate() {
@@ -31,6 +34,9 @@ func (r *Reclaimer) loadRate() {
 	}
 	if s.Reserves == nil {
 		s.Reserves = map[string]reserveDoc{}
+	}
+	if s.Refills == nil {
+		s.Refills = map[string]*RefillHistory{}
 	}
 	r.rate = s
 }

@@ -108,7 +108,7 @@ func (r *Reclaimer) Conditions() []api.Condition {
 		}
 		out = append(out, c)
 	}
-	return out
+	return append(out, r.refillConditions()...)
 }
 
 // releaseReserve deletes the reserve file of fs, so the box has room to act (or to boot

@@ -17,6 +17,7 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 	reserve := time.NewTicker(r.opts.ReserveInterval)
 	defer reserve.Stop()
 	nextSize := time.Now().Add(time.Minute) // let start-up settle before walking caches
+	nextRefill := time.Now()
 	r.holdLoop(ctx, r.reserveTick)
 	r.holdLoop(ctx, r.tick)
 	for {
@@ -30,6 +31,10 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 			if time.Now().After(nextSize) {
 				r.holdLoop(ctx, r.sizeCaches)
 				nextSize = time.Now().Add(r.opts.SizeInterval)
+			}
+			if time.Now().After(nextRefill) {
+				r.holdLoop(ctx, r.CheckRefills)
+				nextRefill = time.Now().Add(r.opts.RefillInterval)
 			}
 		}
 	}
