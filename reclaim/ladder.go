@@ -70,7 +70,10 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 	lr.f, lr.roots = f, map[*cache]*openRoot{}
 	defer lr.closeRoots()
 	// A thrashing cache (CacheThrashing: it refills after each prune) is taken only
-	// after every rung of every other cache: pruning it again only buys a re-download.
+	// after every rung of every other cache, and then only as far as the need: what the
+	// call needs, else the replace threshold (an explicit target_free is a need too).
+	// Pruning it to the comfort target (threshold plus headroom) only buys a re-download
+	// that brings the disk back where it was within the hour.
 	all := lr.caches
 	first, last := r.splitThrashing(all)
 	for _, c := range last {
@@ -84,7 +87,12 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 		{all, r.rungTrash}, {first, r.rungSites}, {first, r.rungGC}, {first, r.rungEntries}, {first, r.rungWhole},
 		{last, r.rungGC}, {last, r.rungEntries}, {last, r.rungWhole},
 	}
+	savedB, savedF := f.targetBytes, f.targetFiles
 	for i, s := range steps {
+		if i == 5 && !f.targetFree {
+			f.targetBytes = min(f.targetBytes, max(f.needBytes, f.cur.ReplaceThresholdBytes))
+			f.targetFiles = min(f.targetFiles, max(f.needFiles, f.cur.ReplaceThresholdFiles))
+		}
 		if f.satisfied() || ctx.Err() != nil || f.err != nil {
 			break
 		}
@@ -98,6 +106,7 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 			f.inUsePruned = true
 		}
 	}
+	f.targetBytes, f.targetFiles = savedB, savedF
 	lr.caches = all
 	if !f.simulate {
 		r.notePrunes(ctx, f, lr)

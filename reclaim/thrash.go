@@ -262,7 +262,7 @@ func inUseNote(f *fsRun) string {
 	}
 	verb := "kept"
 	if f.inUsePruned {
-		verb = "pruned anyway, the need could not be met otherwise"
+		verb = "pruned only as far as the need, which could not be met otherwise"
 	}
 	setting := "; filesystem.size_setting can name what sizes it"
 	if f.cur.SizeSetting != "" {

@@ -115,16 +115,28 @@ func TestLoadBearingCacheIsTakenLast(t *testing.T) {
 		t.Fatalf("after a restart: %+v", c)
 	}
 
-	// With go-build gone, only deps can meet the need: taken as a last resort, and said so.
+	// Low again with go-build nearly gone: deps is kept while the disk is above the replace
+	// threshold (the verdict says low, and grow the disk) ...
 	advance(2 * time.Hour)
 	lowAgain()
 	before := countFiles(lb)
+	run, err = r2.Reclaim(ctx, Request{Trigger: TriggerManual})
+	if err != nil || countFiles(lb) != before || run.Verdict != api.VerdictLow || !strings.Contains(run.Detail, inUseClause) {
+		t.Fatalf("above replace_below: deps %d -> %d: %q %v: %s", before, countFiles(lb), run.Verdict, err, run.Detail)
+	}
+	// ... and below it only deps can meet the need: taken as a last resort, up to the
+	// replace threshold, and said so.
+	advance(2 * time.Hour)
+	e.fillTo(filepath.Join(e.home, "bulk-last.bin"), 8*mib)
 	run, err = r2.Reclaim(ctx, Request{Trigger: TriggerManual})
 	if err != nil || countFiles(lb) >= before {
 		t.Fatalf("last resort: deps %d -> %d: %q %v: %s", before, countFiles(lb), run.Verdict, err, run.Detail)
 	}
 	t.Logf("last resort: %s", run.Detail)
-	if !strings.Contains(run.Detail, "pruned anyway") || !strings.Contains(run.Detail, inUseClause) {
+	if got := e.avail(); got < e.replaceBelow || got >= e.reclaimBelow {
+		t.Errorf("last resort left %d free: want the replace threshold %d reached, no more (the comfort target is not a need)", got, e.replaceBelow)
+	}
+	if !strings.Contains(run.Detail, "pruned only as far as the need") || !strings.Contains(run.Detail, inUseClause) {
 		t.Errorf("last-resort detail: %s", run.Detail)
 	}
 	// Nothing comes back this time: past the window the cache is no longer thrashing.
