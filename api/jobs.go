@@ -34,8 +34,10 @@ const (
 
 // JobRequest is the body of POST /v1/jobs. Nil durations take the [jobs] defaults.
 type JobRequest struct {
-	ID          string            `json:"id,omitempty"`
-	PID         int               `json:"pid"`
+	ID string `json:"id,omitempty"`
+	// PID is a process id of the caller's pid namespace, taken only when that is the daemon's own
+	// (CONTRACT §17); left out (0), the job is the calling process, as the kernel names it.
+	PID         int               `json:"pid,omitempty"`
 	TTL         *Duration         `json:"ttl,omitempty"`
 	MaxLifetime *Duration         `json:"max_lifetime,omitempty"`
 	Grace       *Duration         `json:"grace,omitempty"`

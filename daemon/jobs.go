@@ -91,7 +91,13 @@ func (d *Daemon) handleJobRegister(w http.ResponseWriter, r *http.Request) error
 	if err := d.jobsAvailable(); err != nil {
 		return err
 	}
-	j, err := d.jobReg.Register(req, jobs.Caller{UID: peerFrom(r.Context()).UID})
+	p := peerFrom(r.Context())
+	proc, err := peerProcess(p)
+	if err != nil {
+		return err
+	}
+	defer proc.Close()
+	j, err := d.jobReg.Register(req, jobs.Caller{UID: p.UID, Peer: proc})
 	if err != nil {
 		return err
 	}
@@ -99,6 +105,27 @@ func (d *Daemon) handleJobRegister(w http.ResponseWriter, r *http.Request) error
 	j.Warnings = append(j.Warnings, warnings...)
 	writeJSON(w, http.StatusCreated, j)
 	return nil
+}
+
+// peerProcess pins the process at the other end of p's connection (jobs.PeerOf): a job
+// registration learns which process calls from the kernel, never from a pid number alone.
+func peerProcess(p Peer) (*jobs.Peer, error) {
+	if p.conn == nil {
+		return nil, api.NewProblem(api.CodeForbidden, "the calling process cannot be known on this connection (not a Unix socket)")
+	}
+	raw, err := p.conn.SyscallConn()
+	if err != nil {
+		return nil, api.NewProblem(api.CodeInternal, "peer of the connection: %v", err)
+	}
+	var proc *jobs.Peer
+	var perr error
+	if err := raw.Control(func(fd uintptr) { proc, perr = jobs.PeerOf(int(fd)) }); err != nil {
+		perr = err
+	}
+	if perr != nil {
+		return nil, api.NewProblem(api.CodeInternal, "peer of the connection: %v", perr)
+	}
+	return proc, nil
 }
 
 func (d *Daemon) handleJobsList(w http.ResponseWriter, r *http.Request) error {

@@ -19,6 +19,9 @@ type Peer struct {
 	Known bool
 	// TCP is true for the loopback TCP listener, where every mutating route is refused.
 	TCP bool
+	// conn is the Unix connection, for what only some calls need from the kernel (the
+	// peer's pidfd for a job registration, jobs.PeerOf).
+	conn *net.UnixConn
 }
 
 type peerKey struct{}
@@ -37,8 +40,9 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	}
 	p, err := readPeer(uc)
 	if err != nil {
-		return context.WithValue(ctx, peerKey{}, Peer{})
+		return context.WithValue(ctx, peerKey{}, Peer{conn: uc})
 	}
+	p.conn = uc
 	return context.WithValue(ctx, peerKey{}, p)
 }
 

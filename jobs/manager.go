@@ -61,6 +61,11 @@ type PidFile struct {
 // only its own.
 type Caller struct {
 	UID uint32
+	// Peer is the calling process as the kernel names it (PeerOf); nil for a call from
+	// within sandboxd itself (its leak check), whose pid numbers are its own. A request
+	// without a pid registers Peer; a pid in the body is taken only when Peer runs in
+	// sandboxd's own pid namespace.
+	Peer *Peer
 }
 
 func (o *Options) setDefaults() {

@@ -61,8 +61,8 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	if err := validID(req.ID); err != nil {
 		return api.Job{}, bad("field \"id\": %v", err)
 	}
-	if req.PID <= 0 {
-		return api.Job{}, bad("field \"pid\": want the process id (> 0) of the job's first process, got %d", req.PID)
+	if err := pidFrom(&req, by); err != nil {
+		return api.Job{}, err
 	}
 	ttl := lim.DefaultTTL
 	if req.TTL != nil {
@@ -101,11 +101,17 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 
 	// Pin the process first: whatever happens to the pid number, fd names this process.
-	fd, err := unix.PidfdOpen(req.PID, 0)
-	if err != nil {
-		return api.Job{}, bad("field \"pid\": no process %d (%v)", req.PID, err)
+	// The caller itself is pinned already, by the kernel's own account of the connection.
+	fd := -1
+	if by.Peer != nil && by.Peer.PID == req.PID && by.Peer.Pidfd >= 0 {
+		fd = by.Peer.Pidfd
+	} else {
+		var err error
+		if fd, err = unix.PidfdOpen(req.PID, 0); err != nil {
+			return api.Job{}, bad("field \"pid\": no process %d (%v)", req.PID, err)
+		}
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	if err := m.checkPid(req.PID, by); err != nil {
 		return api.Job{}, err
 	}
@@ -165,6 +171,36 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": ttl.String(), "max_lifetime": life.String(), "site": j.Site}})
 	m.opts.Logger.Info("job registered", "job", j.ID, "pid", j.PID, "cgroup", j.Cgroup, "ttl", ttl, "max_lifetime", life)
 	return v, nil
+}
+
+// pidFrom settles which process req registers. Without a pid in the body it is the
+// caller, as the kernel names it in sandboxd's pid namespace; a pid in the body is a number
+// of the caller's namespace, taken only when that is sandboxd's own (CONTRACT §17): from a
+// container it names, on the host, some unrelated process.
+func pidFrom(req *api.JobRequest, by Caller) error {
+	if req.PID < 0 {
+		return bad("field \"pid\": want the process id (> 0) of the job's first process, or no pid to register the calling process, got %d", req.PID)
+	}
+	if by.Peer == nil { // sandboxd's own call: its numbers are its own
+		if req.PID == 0 {
+			return bad("field \"pid\": want the process id (> 0) of the job's first process, got 0")
+		}
+		return nil
+	}
+	if req.PID == 0 {
+		if by.Peer.Exited {
+			return bad("field \"pid\" is left out, so the job is the calling process, but it exited before sandboxd could pin it")
+		}
+		if by.Peer.PID <= 0 || by.Peer.Pidfd < 0 {
+			return bad("field \"pid\" is left out, so the job is the calling process, but %s: register from a process sandboxd can see", by.Peer.whyForeign())
+		}
+		req.PID = by.Peer.PID
+		return nil
+	}
+	if why := by.Peer.whyForeign(); why != "" {
+		return bad("field \"pid\": %d is not taken: %s; leave \"pid\" out to register the calling process (sandboxd learns it from the kernel), e.g. `sandboxd run`", req.PID, why)
+	}
+	return nil
 }
 
 // checkPid refuses a process the caller may not hand over: another user's (unless the

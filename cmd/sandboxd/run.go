@@ -23,6 +23,8 @@ func runCommand() *command {
 		long: `The exit status is CMD's. A refusal of the launch check exits with its status (73 disk_full,
 10 replace_sandbox, 75 mount_unavailable, ...) and its detail on stderr; a refusal of the
 registration likewise (65 conflict for an id in use, 69 jobs_unavailable without cgroup v2).
+sandboxd knows which process registers from the kernel (SO_PEERCRED translates it into
+the daemon's pid namespace), so run works from a container's own pid namespace too.
 The job's id is printed on stderr (and exported to CMD as SANDBOXD_JOB_ID), so the runner
 can send heartbeats: sandboxd run sends none itself.`,
 		setup: func(fs *flag.FlagSet) runFunc {
@@ -39,7 +41,7 @@ can send heartbeats: sandboxd run sends none itself.`,
 			fs.Var(&labels, "label", "a label `KEY=VALUE` of the job (repeatable)")
 			return func(ctx context.Context, inv *invocation) int {
 				launch := api.LaunchRequest{Site: *site, Mounts: mounts}
-				job := api.JobRequest{ID: *id, PID: os.Getpid(), Site: *site}
+				job := api.JobRequest{ID: *id, Site: *site} // no pid: the daemon learns it from the kernel (SO_PEERCRED), in its own pid namespace
 				if *needBytes != "" {
 					n, err := api.ParseSize(*needBytes)
 					if err != nil {

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// inPidNS runs script with sh as a runner in a container would: in a pid namespace of its
+// own, with /proc remounted, and with the namespace's next pid forced to collide, the
+// number of a host process (what ../shared/kit/in-pidns --collide does). The script forks
+// its commands (";exit" keeps sh from exec'ing the last one), so they get that number.
+func inPidNS(t *testing.T, collide int, env []string, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c",
+		fmt.Sprintf("echo %d > /proc/sys/kernel/ns_last_pid; %s; exit $?", collide-1, script))
+	cmd.Env = append(os.Environ(), env...)
+	out, err := os.CreateTemp(t.TempDir(), "runner-out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out // a file, not a pipe: Wait never waits for the namespace's orphans
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill() // --kill-child: the namespace's init, and everything in it, die with unshare
+		<-done
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("runner in its own pid namespace said: %s", b)
+		}
+	})
+	return cmd
+}
+
+func cgroupOf(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return strings.TrimSpace(string(b))
+}
+
+// nsPids is the pid of a host process in each pid namespace, the host's first.
+func nsPids(pid int) []string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			return strings.Fields(rest)
+		}
+	}
+	return nil
+}
+
+// Issue 20 item 0: `sandboxd run` from a runner in its own pid namespace, whose pid number
+// is forced to be that of an unrelated host process, registers itself — the process the
+// kernel names — and when its lease lapses only its job is ended; the host process with
+// the colliding number is never moved nor touched. A pid number sent from that namespace
+// is refused with 400 bad_request naming why.
+func TestRunFromAnotherPidNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.CgroupRoot(t)
+	cfg := fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"200ms\"\n", root)
+	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	out := t.TempDir()
+
+	victim := startBG(t, "sleep", "600")
+	vpid := victim.Process.Pid
+	vcg := cgroupOf(vpid)
+
+	inPidNS(t, vpid, env, fmt.Sprintf(`%s run --id nsjob --ttl 2s -- sh -c 'echo $$ > %s/ns-pid; exec sleep 600'`, binary, out))
+	nsPid := readPidFile(t, filepath.Join(out, "ns-pid"))
+	if nsPid != vpid {
+		t.Skipf("the pid collision could not be forced (the runner got %d, the host process is %d): another process took the number", nsPid, vpid)
+	}
+	var j api.Job
+	waitUntil(t, 10*time.Second, "the job registered", func() bool { j = jobState(t, sock, "nsjob"); return j.ID != "" })
+	if j.PID == vpid {
+		t.Fatalf("the job names the host process %d, the runner's number in its own namespace", vpid)
+	}
+	if ns := nsPids(j.PID); len(ns) != 2 || ns[1] != strconv.Itoa(vpid) {
+		t.Errorf("the job's process %d has pids %v across namespaces, want [%d %d] (the runner itself)", j.PID, ns, j.PID, vpid)
+	}
+	if got := cgroupOf(vpid); got != vcg {
+		t.Errorf("the host process %d was moved: cgroup %q, was %q", vpid, got, vcg)
+	}
+	runner := j.PID
+	waitUntil(t, 60*time.Second, "the lapsed job to end", func() bool { return jobState(t, sock, "nsjob").State == api.JobKilled })
+	if alivePid(runner) {
+		t.Errorf("the runner's command %d outlived its job", runner)
+	}
+	if !alivePid(vpid) || cgroupOf(vpid) != vcg {
+		t.Errorf("the host process %d was touched: alive %v, cgroup %q (was %q)", vpid, alivePid(vpid), cgroupOf(vpid), vcg)
+	}
+
+	// A pid number from inside the namespace is refused, named, and registers nothing;
+	// the host process with that number stays where it was.
+	reply := filepath.Join(out, "reply")
+	inPidNS(t, vpid, env, fmt.Sprintf(`sleep 600 & curl -s --unix-socket %s -o %s -w '%%{http_code}' -d "{\"id\":\"nsbody\",\"pid\":$!}" http://sandboxd/v1/jobs > %s.code`, sock, reply, reply))
+	var body string
+	waitUntil(t, 20*time.Second, "the answer to a pid from another namespace", func() bool {
+		b, _ := os.ReadFile(reply + ".code")
+		body = string(b)
+		return len(body) == 3
+	})
+	answer, _ := os.ReadFile(reply)
+	if body != "400" || !strings.Contains(string(answer), "bad_request") || !strings.Contains(string(answer), "pid namespace") {
+		t.Errorf("a pid from another namespace: %s %s, want 400 bad_request naming the pid namespace", body, answer)
+	}
+	if j := jobState(t, sock, "nsbody"); j.ID != "" {
+		t.Errorf("a refused registration was registered: %+v", j)
+	}
+	if !alivePid(vpid) || cgroupOf(vpid) != vcg {
+		t.Errorf("the host process %d was touched by the refused registration", vpid)
+	}
+}
