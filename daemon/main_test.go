@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "mount-probe" {
 		os.Exit(mountwatch.ProbeMain(os.Args[2:], os.Stdout))
 	}
+	if os.Getenv("SANDBOXD_START_RUNNER") != "" {
+		os.Exit(startRunnerMain())
+	}
 	fusetest.Main()
 	os.Exit(m.Run())
 }
