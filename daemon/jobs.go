@@ -36,7 +36,7 @@ func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
 		PidFiles: func() []jobs.PidFile {
 			var out []jobs.PidFile
 			for _, p := range d.current().sites.PidJobs() {
-				out = append(out, jobs.PidFile{Site: p.Site, Job: p.Job, PID: p.PID})
+				out = append(out, jobs.PidFile{Site: p.Site, Job: p.Job, PID: p.PID, FileUID: p.FileUID, FileMtime: p.FileMtime})
 			}
 			return out
 		},

@@ -58,9 +58,15 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 	}
 
 	// (2) processes that pid files name and no job holds.
+	doubts := map[int]string{} // index in rep.Leaks: why clean leaves it running
+	fileUIDs := map[int]uint32{}
 	if m.opts.PidFiles != nil {
 		for _, pf := range m.opts.PidFiles() {
-			if l, ok := m.unleased(pf, boot, known); ok {
+			if l, doubt, ok := m.unleased(pf, boot, known); ok {
+				if doubt != "" {
+					doubts[len(rep.Leaks)] = doubt
+				}
+				fileUIDs[len(rep.Leaks)] = pf.FileUID
 				rep.Leaks = append(rep.Leaks, l)
 			}
 		}
@@ -75,7 +81,13 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 	}
 	if clean {
 		for i := range rep.Leaks {
-			m.clean(ctx, &rep.Leaks[i])
+			if doubt, ok := doubts[i]; ok {
+				rep.Leaks[i].Error = doubt
+				m.emit(api.Event{Kind: api.EventKill, Subject: rep.Leaks[i].Job, Message: "leak check --clean: " + doubt + ": " + rep.Leaks[i].Detail,
+					Fields: map[string]any{"kind": rep.Leaks[i].Kind, "job": rep.Leaks[i].Job, "pid": rep.Leaks[i].PID, "result": "left_running"}})
+				continue
+			}
+			m.clean(ctx, &rep.Leaks[i], fileUIDs[i])
 		}
 	}
 	sort.SliceStable(rep.Leaks, func(a, b int) bool { return rep.Leaks[a].Kind < rep.Leaks[b].Kind })
@@ -92,35 +104,52 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 	return rep, nil
 }
 
-func (m *Manager) unleased(pf PidFile, boot int64, known map[string]bool) (api.Leak, bool) {
-	if pf.PID <= 1 || known[pf.Job] {
-		return api.Leak{}, false
+// unleased is the leak a pid file names, if any: a live process in no job whose pid file
+// is older than unleased_max. The age is the file's, not the process's: anyone who can
+// write a site can name any pid, and an old service would otherwise qualify at once
+// (issue 21). When the clean-up must not end it (the process is not the file owner's, or
+// it started before the file was written), the leak says so in doubt, and clean reports
+// it without ending it.
+func (m *Manager) unleased(pf PidFile, boot int64, known map[string]bool) (l api.Leak, doubt string, ok bool) {
+	if pf.PID <= 1 || known[pf.Job] || pf.FileMtime.IsZero() {
+		return api.Leak{}, "", false
 	}
-	ticks, _, alive := procInfo(m.opts.ProcRoot, pf.PID)
+	ticks, uid, alive := procInfo(m.opts.ProcRoot, pf.PID)
 	if !alive {
-		return api.Leak{}, false
+		return api.Leak{}, "", false
 	}
 	if cg, err := pidCgroup(m.opts.ProcRoot, strconv.Itoa(pf.PID)); err == nil {
 		if _, ok := strings.CutPrefix(cg, m.cg.rel(filepath.Join(m.root, "jobs"))+"/"); ok {
-			return api.Leak{}, false // held by a job's cgroup (a job under another id)
+			return api.Leak{}, "", false // held by a job's cgroup (a job under another id)
 		}
 	}
-	age := time.Duration(boot - int64(ticks)*int64(time.Second)/clockTicks)
+	now := m.opts.Now()
+	age := now.Sub(pf.FileMtime)
 	m.mu.Lock()
 	limit := m.opts.UnleasedMax
 	m.mu.Unlock()
 	if age <= limit {
-		return api.Leak{}, false
+		return api.Leak{}, "", false
+	}
+	ran := time.Duration(boot - int64(ticks)*int64(time.Second)/clockTicks)
+	started := now.Add(-ran)
+	switch {
+	case uid != pf.FileUID:
+		doubt = fmt.Sprintf("left running: process %d runs as uid %d but %s.pid belongs to uid %d, and the clean-up ends only a process of the pid file's owner; end it by hand if it is a leak",
+			pf.PID, uid, pf.Job, pf.FileUID)
+	case started.Before(pf.FileMtime.Add(-m.opts.PidFileSlack)):
+		doubt = fmt.Sprintf("left running: process %d started at %s, %s before %s.pid was written (%s): the file may name a process it was not written for; end it by hand if it is a leak",
+			pf.PID, started.UTC().Format(time.RFC3339), api.FormatDuration(pf.FileMtime.Sub(started)), pf.Job, pf.FileMtime.UTC().Format(time.RFC3339))
 	}
 	return api.Leak{Kind: api.LeakUnleased, Job: pf.Job, Site: pf.Site, PID: pf.PID, Processes: 1,
 		AgeSeconds: age.Seconds(),
-		Detail: fmt.Sprintf("process %d named by %s's %s.pid has run for %s with no lease (unleased_max %s)",
-			pf.PID, pf.Site, pf.Job, api.FormatDuration(age), api.FormatDuration(limit))}, true
+		Detail: fmt.Sprintf("process %d (uid %d) named by %s's %s.pid (uid %d, written %s ago) has no lease (unleased_max %s)",
+			pf.PID, uid, pf.Site, pf.Job, pf.FileUID, api.FormatDuration(age), api.FormatDuration(limit))}, doubt, true
 }
 
 // clean ends what l found. An unleased process is first adopted into a cgroup of its own
 // with its descendants, so that ending it is the same race-free kill as for a job.
-func (m *Manager) clean(ctx context.Context, l *api.Leak) {
+func (m *Manager) clean(ctx context.Context, l *api.Leak, fileUID uint32) {
 	var err error
 	switch l.Kind {
 	case api.LeakRegistered:
@@ -138,7 +167,7 @@ func (m *Manager) clean(ctx context.Context, l *api.Leak) {
 			err = removeTree(l.Cgroup)
 		}
 	case api.LeakUnleased:
-		err = m.adoptAndEnd(ctx, l)
+		err = m.adoptAndEnd(ctx, l, fileUID)
 	}
 	l.Cleaned = err == nil
 	if err != nil {
@@ -164,9 +193,10 @@ func (m *Manager) killCgroup(ctx context.Context, dir string) error {
 	return nil
 }
 
-// adoptAndEnd registers an unleased process as a job, moves its descendants in with it,
-// and ends it: SIGTERM, grace, SIGKILL, wait for empty.
-func (m *Manager) adoptAndEnd(ctx context.Context, l *api.Leak) error {
+// adoptAndEnd registers an unleased process as a job, moves its descendants of the same
+// uid in with it (a descendant of another uid, a setuid program's, is not the file
+// owner's to end), and ends it: SIGTERM, grace, SIGKILL, wait for empty.
+func (m *Manager) adoptAndEnd(ctx context.Context, l *api.Leak, uid uint32) error {
 	id := "leak-" + l.Job
 	if validID(id) != nil {
 		id = fmt.Sprintf("leak-%d", l.PID)
@@ -180,6 +210,9 @@ func (m *Manager) adoptAndEnd(ctx context.Context, l *api.Leak) error {
 		return err
 	}
 	for _, c := range m.descendants(l.PID) {
+		if _, cu, ok := procInfo(m.opts.ProcRoot, c); !ok || cu != uid {
+			continue
+		}
 		writeFile(filepath.Join(j.Cgroup, "cgroup.procs"), strconv.Itoa(c))
 	}
 	v, err := m.End(ctx, j.ID, api.ReasonLeaseExpired, true)

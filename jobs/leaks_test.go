@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,9 @@ func TestUnleasedProcessLeak(t *testing.T) {
 	child := readPids(t, kids, 1)[0]
 	time.Sleep(400 * time.Millisecond)
 	young := spawn(t, `exec sleep 600`)
-	files = []PidFile{{Site: "aura-bg", Job: "a1b2", PID: old.Process.Pid}, {Site: "aura-bg", Job: "c3d4", PID: young.Process.Pid}}
+	// Ages are the files': a1b2.pid written 400 ms ago, c3d4.pid just now.
+	files = []PidFile{{Site: "aura-bg", Job: "a1b2", PID: old.Process.Pid, FileMtime: time.Now().Add(-400 * time.Millisecond)},
+		{Site: "aura-bg", Job: "c3d4", PID: young.Process.Pid, FileMtime: time.Now()}}
 	rep, err := f.m.Leaks(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -75,5 +78,38 @@ func TestUnknownCgroupLeak(t *testing.T) {
 	}
 	if _, err := os.Stat(stray); !os.IsNotExist(err) {
 		t.Errorf("stray cgroup not removed: %v", err)
+	}
+}
+
+// The age is the pid file's, not the process's: an old process named by a file written
+// just now is no leak; the same file, older than unleased_max but written long after the
+// process started, is reported and left running by --clean (the file may name a process it
+// was not written for).
+func TestUnleasedAgedByTheFile(t *testing.T) {
+	var files []PidFile
+	f := newFixture(t, func(o *Options) {
+		o.UnleasedMax = 300 * time.Millisecond
+		o.Grace = 200 * time.Millisecond
+		o.PidFileSlack = 100 * time.Millisecond
+		o.PidFiles = func() []PidFile { return files }
+	})
+	old := spawn(t, `exec sleep 600`)
+	time.Sleep(400 * time.Millisecond)
+	files = []PidFile{{Site: "aura-bg", Job: "fresh", PID: old.Process.Pid, FileMtime: time.Now()}}
+	if rep, _ := f.m.Leaks(context.Background(), true); len(rep.Leaks) != 0 {
+		t.Fatalf("a file written now naming a process that ran past unleased_max: %+v, want no leak", rep.Leaks)
+	}
+	// Written 400 ms after the process started (past a slack of 100 ms), 350 ms ago.
+	time.Sleep(400 * time.Millisecond)
+	files = []PidFile{{Site: "aura-bg", Job: "late", PID: old.Process.Pid, FileMtime: time.Now().Add(-350 * time.Millisecond)}}
+	rep, err := f.m.Leaks(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Leaks) != 1 || rep.Leaks[0].Cleaned || !strings.Contains(rep.Leaks[0].Error, "left running") {
+		t.Fatalf("leaks --clean = %+v, want the leak reported and left running", rep.Leaks)
+	}
+	if !alive(old.Process.Pid) {
+		t.Fatal("--clean ended a process that started long before its pid file was written")
 	}
 }

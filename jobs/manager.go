@@ -21,6 +21,10 @@ type Options struct {
 	MaxLifetime time.Duration // 12h: the cap for jobs that ask for more or for nothing
 	Grace       time.Duration // 0 = SIGKILL at once (the daemon passes [jobs] grace, 10s)
 	UnleasedMax time.Duration // 1h
+	// PidFileSlack is how long before its pid file was written a process may have started
+	// and still count as the one the file was written for (`cmd & echo $! > id.pid`); the
+	// leak clean-up leaves an earlier one running. 10s.
+	PidFileSlack time.Duration
 	KeepEnded   time.Duration // 1h
 	// KillWait is how long a job may still have processes after SIGKILL before it is
 	// leaked (10s, CONTRACT §11).
@@ -55,6 +59,11 @@ type PidFile struct {
 	Site string
 	Job  string
 	PID  int
+	// FileUID and FileMtime are the pid file's owner and mtime. The leak check ages an
+	// unleased process by the file, and the clean-up ends it only when it runs as the
+	// file's owner and did not start before the file was written (leaks.go).
+	FileUID   uint32
+	FileMtime time.Time
 }
 
 // Caller is who registers a job: a peer with uid 0 may register any process, any other
@@ -77,6 +86,7 @@ func (o *Options) setDefaults() {
 	def(&o.DefaultTTL, 3*time.Minute)
 	def(&o.MaxLifetime, 12*time.Hour)
 	def(&o.UnleasedMax, time.Hour)
+	def(&o.PidFileSlack, 10*time.Second)
 	def(&o.KeepEnded, time.Hour)
 	def(&o.KillWait, 10*time.Second)
 	def(&o.SweepInterval, time.Minute)

@@ -3,6 +3,8 @@ package retention
 import (
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxd/sandboxd/api"
 )
 
@@ -90,6 +92,10 @@ type PidJob struct {
 	Site string
 	Job  string
 	PID  int
+	// FileUID and FileMtime are the pid file's owner and mtime at the call: the leak
+	// clean-up ends only a process of the file's owner, aged by the file (issue 21).
+	FileUID   uint32
+	FileMtime time.Time
 }
 
 // PidJobs lists the site jobs that are running by their pid file and that the job
@@ -100,8 +106,15 @@ func (m *Manager) PidJobs() []PidJob {
 		s.mu.Lock()
 		if s.idx != nil {
 			for _, j := range s.idx.jobs {
-				if j.pid > 0 && j.live == liveRunning && (m.opts.Jobs == nil || !m.opts.Jobs.Holds(s.name, j.id)) {
-					out = append(out, PidJob{Site: s.name, Job: j.id, PID: int(j.pid)})
+				if j.pid > 0 && j.live == liveRunning && (m.opts.Jobs == nil || !m.opts.Jobs.Holds(s.name, j.id)) && s.root != nil {
+					// The file as it is now (statx beneath the root fd, no link followed):
+					// one that is gone or no longer names the pid is no leak of it.
+					var st unix.Stat_t
+					if unix.Fstatat(s.root.Fd(), j.id+".pid", &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+						readPid(s.root.Fd(), j.id+".pid") != j.pid {
+						continue
+					}
+					out = append(out, PidJob{Site: s.name, Job: j.id, PID: int(j.pid), FileUID: st.Uid, FileMtime: time.Unix(st.Mtim.Unix())})
 				}
 			}
 		}
