@@ -25,7 +25,7 @@ type Options struct {
 	// and still count as the one the file was written for (`cmd & echo $! > id.pid`); the
 	// leak clean-up leaves an earlier one running. 10s.
 	PidFileSlack time.Duration
-	KeepEnded   time.Duration // 1h
+	KeepEnded    time.Duration // 1h
 	// KillWait is how long a job may still have processes after SIGKILL before it is
 	// leaked (10s, CONTRACT §11).
 	KillWait time.Duration
