@@ -92,7 +92,8 @@ func TestDashboardNamesOnlyExportedMetrics(t *testing.T) {
 }
 
 // TestAlertRulesNameOnlyExportedMetrics: the rules name sandboxd's metrics and, for
-// reachability, node_exporter's textfile mtime and Prometheus' own up.
+// reachability, node_exporter's textfile mtime, uname (the per-instance absence) and
+// systemd unit state (a unit that hit its start limit), and Prometheus' own up.
 func TestAlertRulesNameOnlyExportedMetrics(t *testing.T) {
 	b, err := os.ReadFile("../packaging/prometheus/sandboxd-alerts.yml")
 	if err != nil {
@@ -102,7 +103,8 @@ func TestAlertRulesNameOnlyExportedMetrics(t *testing.T) {
 	for _, l := range strings.Split(string(b), "\n") {
 		if e, ok := strings.CutPrefix(strings.TrimSpace(l), "expr: "); ok {
 			n++
-			checkNames(t, "alert rules", e, map[string]bool{"node_textfile_mtime_seconds": true})
+			checkNames(t, "alert rules", e, map[string]bool{"node_textfile_mtime_seconds": true,
+				"node_uname_info": true, "node_systemd_unit_state": true})
 		}
 	}
 	if n < 18 {

@@ -80,6 +80,7 @@ var (
 	descMode         = desc("sandboxd_mode", "The daemon's mode (enforce or observe); 1 for the current mode.", "mode")
 	descReloadOK     = desc("sandboxd_config_last_reload_successful", "Whether the last config load or reload succeeded.")
 	descReloadTime   = desc("sandboxd_config_last_reload_success_timestamp_seconds", "When the config was last loaded successfully.")
+	descTextfileIvl  = desc("sandboxd_textfile_interval_seconds", "[metrics] textfile_interval: SandboxdTextfileStale compares the textfile's age with it; 0 when the textfile is off.")
 	fsLabels         = []string{"path", "mountpoint", "device", "fstype"}
 	descFSSize       = desc("sandboxd_filesystem_size_bytes", "Filesystem size (blocks × f_frsize).", fsLabels...)
 	descFSAvail      = desc("sandboxd_filesystem_avail_bytes", "Bytes available to unprivileged users.", fsLabels...)
@@ -117,6 +118,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ok, at := d.reloads.get()
 	gauge(descReloadOK, b2f(ok))
 	gauge(descReloadTime, float64(at.UnixNano())/1e9)
+	if m := d.config().Metrics; m.Textfile != "" {
+		gauge(descTextfileIvl, m.TextfileInterval.Seconds())
+	} else {
+		gauge(descTextfileIvl, 0)
+	}
 
 	comps := d.current()
 	for _, fs := range comps.pressure.Snapshot() {

@@ -81,6 +81,12 @@ func TestServiceUnit(t *testing.T) {
 			t.Errorf("[Service] %s = %q, want exactly %q", k, got, v)
 		}
 	}
+	// A crash loop ends in a failed unit (issue 25): 5 starts of RestartSec=2s fit in 60s.
+	for k, v := range map[string]string{"StartLimitIntervalSec": "60s", "StartLimitBurst": "5"} {
+		if got := u["Unit"][k]; !slices.Equal(got, []string{v}) {
+			t.Errorf("[Unit] %s = %q, want exactly %q", k, got, v)
+		}
+	}
 	// Each of these gives the service a private mount namespace, where remounts and
 	// unmounts would not reach the host (FIELD-NOTES, systemd and packaging).
 	for _, k := range []string{

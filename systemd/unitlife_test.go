@@ -1,0 +1,129 @@
+package systemd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// buildSandboxd builds the real sandboxd binary for a test that runs it under systemd.
+func buildSandboxd(t *testing.T) string {
+	t.Helper()
+	goBin := testenv.RequireCommand(t, "go")
+	bin := filepath.Join(t.TempDir(), "sandboxd")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "../cmd/sandboxd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	return bin
+}
+
+// packagedUnits are the shipped sandboxd.socket and sandboxd.service with drop-ins that
+// change only what a test must: no default dependencies (they would boot the host's
+// sysinit.target in the namespace), the binary's path, the config at /run/sandboxd.toml
+// and the log in /run/sandboxd.log; RestartSec=200ms, so the start limit (5 starts in
+// 60s, which packaging/systemd's test holds against RestartSec=2s) is reached in a second.
+func packagedUnits(t *testing.T, bin string) map[string]string {
+	t.Helper()
+	units := map[string]string{}
+	for _, name := range []string{"sandboxd.service", "sandboxd.socket"} {
+		b, err := os.ReadFile(filepath.Join("..", "packaging", "systemd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		units[name] = strings.ReplaceAll(string(b), "/usr/bin/sandboxd", bin)
+	}
+	units["sandboxd.socket.d/test.conf"] = "[Unit]\nDefaultDependencies=no\n"
+	units["sandboxd.service.d/test.conf"] = fmt.Sprintf("[Unit]\nDefaultDependencies=no\n[Service]\nExecStart=\nExecStart=%s serve --config /run/sandboxd.toml\nRestartSec=200ms\n"+
+		"StandardOutput=append:/run/sandboxd.log\nStandardError=append:/run/sandboxd.log\n", bin)
+	return units
+}
+
+// unitConfig is a config safe to run here: observe mode, one tmpfs of the test watched
+// with no reserve, no caches, no textfile.
+func unitConfig(watched string, extra string) string {
+	return fmt.Sprintf(`[server]
+mode = "observe"
+[reclaim]
+auto_caches = []
+[[filesystem]]
+path = %q
+reserve = "0"
+[[site]]
+name = "s"
+path = %q
+%s`, watched, filepath.Join(watched, "site"), extra)
+}
+
+// TestPackagedUnitStartLimit runs the real sandboxd under the shipped units with a
+// config it rejects: the unit restarts a few times and ends failed (start-limit-hit),
+// `systemctl is-failed` says so, the socket unit fails with it, and a client is refused
+// at once (exit 69), not left waiting in the listen queue. The documented recovery
+// (fix the config, reset-failed, start) brings it back.
+func TestPackagedUnitStartLimit(t *testing.T) {
+	bin := buildSandboxd(t)
+	watched := testenv.Tmpfs(t, 8<<20, 0)
+	os.Mkdir(filepath.Join(watched, "site"), 0o755)
+	sd := startPrivateSystemd(t, packagedUnits(t, bin))
+	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "no_such_key = 1\n")), 0o644)
+
+	if out, err := sd.systemctl("start", "sandboxd.socket"); err != nil {
+		t.Fatalf("start the socket: %v\n%s", err, out)
+	}
+	sd.systemctl("start", "sandboxd.service") // fails: the config is rejected
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(sd.run, "sandboxd.log"))
+			st, _ := sd.systemctl("status", "sandboxd.service", "sandboxd.socket")
+			t.Logf("sandboxd.log:\n%s\nstatus:\n%s", tail(log, 30), st)
+		}
+	})
+	// systemd 252 keeps the service's Result of its last run (exit-code) and gives the
+	// socket the start limit's: service-start-limit-hit.
+	testenv.Eventually(t, 60*time.Second, "sandboxd.service to end failed at its start limit", func() bool {
+		return sd.show("sandboxd.service", "ActiveState")["ActiveState"] == "failed" &&
+			sd.show("sandboxd.socket", "Result")["Result"] == "service-start-limit-hit"
+	})
+	t.Logf("sandboxd.service failed after %s restarts", sd.show("sandboxd.service", "NRestarts")["NRestarts"])
+	if out, _ := sd.systemctl("is-failed", "sandboxd.service"); strings.TrimSpace(out) != "failed" {
+		t.Errorf("systemctl is-failed sandboxd.service: %q", out)
+	}
+	if s := sd.show("sandboxd.socket", "ActiveState"); s["ActiveState"] != "failed" {
+		t.Errorf("sandboxd.socket: %v; want failed with the service (its listener closed)", s)
+	}
+	if log, _ := os.ReadFile(filepath.Join(sd.run, "sandboxd.log")); !strings.Contains(string(log), "no_such_key") {
+		t.Errorf("the service's log does not name the bad key:\n%s", log)
+	}
+
+	sock := filepath.Join(sd.run, "sandboxd", "sandboxd.sock")
+	began := time.Now()
+	out, err := exec.Command(bin, "status", "--socket", sock).CombinedOutput()
+	took := time.Since(began)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 69 {
+		t.Errorf("sandboxd status against the failed unit: %v, want exit 69\n%s", err, out)
+	}
+	t.Logf("sandboxd status against the failed unit: exit 69 after %v: %s", took.Round(time.Millisecond), strings.TrimSpace(string(out)))
+	if took >= time.Second {
+		t.Errorf("the client took %v to learn the daemon is not there; want under a second", took)
+	}
+
+	// Recovery as docs/operations.md says.
+	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "")), 0o644)
+	if out, err := sd.systemctl("reset-failed", "sandboxd.service", "sandboxd.socket"); err != nil {
+		t.Fatalf("reset-failed: %v\n%s", err, out)
+	}
+	if out, err := sd.systemctl("start", "sandboxd.socket", "sandboxd.service"); err != nil {
+		t.Fatalf("start after the fix: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "status", "--socket", sock).CombinedOutput(); err != nil {
+		t.Errorf("sandboxd status after the recovery: %v\n%s", err, out)
+	}
+}
