@@ -163,6 +163,12 @@ type Manager struct {
 	wg           *sync.WaitGroup
 	watch        *watcher
 
+	// Owned by Run's loop (stall.go): its last tick and when it meant to tick next, on
+	// CLOCK_BOOTTIME, and the file the tick is written down in.
+	lastTick, dueTick int64
+	restartGap        bool // the first tick measures the gap since the last saved tick
+	tickFile          *os.File
+
 	wake    chan struct{} // a lease changed: recompute the next deadline
 	dirty   chan struct{} // the registry changed: save it soon
 	saveMu  sync.Mutex    // serialises writes of the state document

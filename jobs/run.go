@@ -59,13 +59,23 @@ func (m *Manager) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); w.run(ctx) }()
 	}
 	m.removeStrayCgroups()
+	if saved := m.savedTick(); saved > 0 {
+		m.lastTick, m.dueTick, m.restartGap = saved, saved+int64(maxTick), true
+	}
+	defer func() {
+		if m.tickFile != nil {
+			m.tickFile.Close()
+			m.tickFile = nil
+		}
+	}()
 	sweep := time.NewTicker(m.opts.SweepInterval)
 	defer sweep.Stop()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		next := m.tick(w == nil)
-		t.Reset(min(next, maxTick))
+		next := min(m.tick(w == nil), maxTick)
+		m.dueTick = m.lastTick + int64(next)
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -85,9 +95,17 @@ func (m *Manager) Run(ctx context.Context) error {
 // (only without inotify).
 func (m *Manager) tick(poll bool) time.Duration {
 	boot := boottime()
+	last, restart := m.lastTick, m.restartGap
+	stall := m.noteTick(boot)
+	m.restartGap = false
 	next := int64(maxTick)
 	var recheck []*job
+	live := false
 	m.mu.Lock()
+	var ids []string
+	if stall > 0 {
+		ids = m.graceLocked(boot, last, stall)
+	}
 	for _, j := range m.jobs {
 		if j.placing {
 			continue
@@ -112,8 +130,17 @@ func (m *Manager) tick(poll bool) time.Duration {
 			recheck = append(recheck, j)
 		}
 	}
+	for _, j := range m.jobs {
+		live = live || j.live()
+	}
 	m.pruneEndedLocked()
 	m.mu.Unlock()
+	if len(ids) > 0 {
+		m.announceGrace(stall, restart, ids)
+	}
+	if live {
+		m.writeTick(boot)
+	}
 	for _, j := range recheck {
 		m.checkEmpty(j)
 	}

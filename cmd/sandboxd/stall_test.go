@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// beatingRunner starts `sandboxd run --id ID --ttl TTL -- sleep 600` and a loop that
+// heartbeats the job every 200 ms, in a process group of their own (killed when t ends).
+func beatingRunner(t *testing.T, env []string, id, ttl string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf(`%s run --id %s --ttl %s -- sleep 600 &
+while :; do %s jobs heartbeat %s >/dev/null 2>&1; sleep 0.2; done`, binary, id, ttl, binary, id))
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+	return cmd
+}
+
+func graceEvents(t *testing.T, sock string) []api.Event {
+	t.Helper()
+	out, err := exec.Command("curl", "-sS", "--unix-socket", sock, "http://sandboxd/v1/events").Output()
+	if err != nil {
+		t.Fatalf("GET /v1/events: %v", err)
+	}
+	var page api.EventsPage
+	if err := json.Unmarshal(out, &page); err != nil {
+		t.Fatalf("GET /v1/events: %v: %s", err, out)
+	}
+	var evs []api.Event
+	for _, e := range page.Events {
+		if e.Kind == api.EventJob && e.Subject == "jobs" && strings.Contains(e.Message, "extended") {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// beatsPast waits until id has been heard n more times than it had, and checks at every
+// look that it is still running: a runner that beats keeps its job through a stall.
+func beatsPast(t *testing.T, sock, id string, n int64) {
+	t.Helper()
+	from := jobState(t, sock, id).Heartbeats
+	waitUntil(t, 60*time.Second, fmt.Sprintf("%d more heartbeats of %s", n, id), func() bool {
+		j := jobState(t, sock, id)
+		if j.State != api.JobRunning {
+			t.Fatalf("job %s of a live runner ended across the stall: %+v", id, j)
+		}
+		return j.Heartbeats >= from+n
+	})
+}
+
+// Issue 20 item 1: time during which sandboxd could not run is not the runner's silence.
+// sandboxd is SIGSTOPped for 2 ttl: a job whose runner beat throughout, and one whose
+// runner was stopped with it, both live on, while a job whose runner died just before the
+// stall still ends, its lease at most one ttl past the stall's end. Then sandboxd is
+// SIGKILLed and restarted 1.5 ttl later: the live runner's job is still there, and the
+// event says why. Nothing here is timed: the sleeps only make the stall longer than a ttl.
+func TestStallGrace(t *testing.T) {
+	root := testenv.CgroupRoot(t)
+	dir := openTempDir(t)
+	cfg := fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"200ms\"\n", root)
+	daemon, sock, logs := serveDaemon(t, dir, cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	const ttl = 2 * time.Second
+
+	beatingRunner(t, env, "alone", "2s")
+	with := beatingRunner(t, env, "with", "2s")
+	dead := beatingRunner(t, env, "dead", "2s")
+	for _, id := range []string{"alone", "with", "dead"} {
+		beatsPast(t, sock, id, 3)
+	}
+	// The dead runner's loop dies (its job's process lives on); at once sandboxd stops,
+	// and so does the second runner with its job.
+	dead.Process.Kill()
+	daemon.Process.Signal(syscall.SIGSTOP)
+	syscall.Kill(-with.Process.Pid, syscall.SIGSTOP)
+	time.Sleep(4 * time.Second)
+	daemon.Process.Signal(syscall.SIGCONT)
+	syscall.Kill(-with.Process.Pid, syscall.SIGCONT)
+
+	beatsPast(t, sock, "alone", 4)
+	beatsPast(t, sock, "with", 4)
+	waitUntil(t, 60*time.Second, "the dead runner's job to end", func() bool { return jobState(t, sock, "dead").State == api.JobKilled })
+	d := jobState(t, sock, "dead")
+	evs := graceEvents(t, sock)
+	if len(evs) == 0 {
+		t.Fatalf("no event tells of the stall grace; logs:\n%s", logs.String())
+	}
+	ev := evs[0]
+	if !strings.Contains(ev.Message, "could not run for") || !strings.Contains(ev.Message, "max_lifetime is unchanged") {
+		t.Errorf("the stall's event: %q", ev.Message)
+	}
+	var ids []string
+	for _, v := range ev.Fields["ids"].([]any) {
+		ids = append(ids, v.(string))
+	}
+	for _, id := range []string{"alone", "with", "dead"} {
+		if !slices.Contains(ids, id) {
+			t.Errorf("the stall's event does not name %s: %v", id, ids)
+		}
+	}
+	if d.Reason != api.ReasonLeaseExpired {
+		t.Errorf("the dead runner's job ended for %q, want lease_expired", d.Reason)
+	}
+	// Its lease was extended to one ttl past the moment the stall was noticed, no more
+	// than the loop's slack (500ms) beyond (arithmetic on the daemon's own clock, not a
+	// measured delay).
+	if over := d.LeaseExpiresAt.Sub(ev.Time); over > ttl+500*time.Millisecond {
+		t.Errorf("the dead runner's lease ran to %s, %s after the stall ended, more than one ttl (%s)", d.LeaseExpiresAt, over, ttl)
+	}
+
+	// kill -9 and a restart after a gap longer than the ttl.
+	daemon.Process.Signal(syscall.SIGKILL)
+	daemon.Wait()
+	time.Sleep(3 * time.Second)
+	_, sock, logs = serveDaemon(t, dir, cfg)
+	beatsPast(t, sock, "alone", 4)
+	beatsPast(t, sock, "with", 4)
+	evs = graceEvents(t, sock)
+	if len(evs) == 0 || !strings.Contains(evs[0].Message, "was down for") {
+		t.Fatalf("no event tells of the grace after the restart: %+v; logs:\n%s", evs, logs.String())
+	}
+}
