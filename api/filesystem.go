@@ -27,7 +27,7 @@ func (fs Filesystem) Fingerprint() string {
 	if fs.Stale {
 		s += " (figures are stale: statfs is not answering)"
 	}
-	return s + SizedBy(fs.SizeSetting)
+	return s + fs.ReleasedClause() + SizedBy(fs.SizeSetting)
 }
 
 // SizedBy is the clause that ends every message about a filesystem whose size_setting is
@@ -73,12 +73,30 @@ func UsedRatioOf(size, free, avail uint64) float64 {
 	return min(r, 1)
 }
 
+// WorkloadAvail is the free space that is the workload's: avail_bytes less the room of a
+// released reserve (CONTRACT §13). That room is kept for booting, reading and removing
+// files; counted as health it was eaten by the next command and the box then stopped at
+// 100% with nothing left to release.
+func (fs Filesystem) WorkloadAvail() uint64 {
+	return fs.AvailBytes - min(fs.ReserveReleasedBytes, fs.AvailBytes)
+}
+
+// ReleasedClause is "; 8.0 MiB of it is the released reserve, kept for booting and
+// reading, not the workload's" while a reserve is released ("" otherwise).
+func (fs Filesystem) ReleasedClause() string {
+	if fs.ReserveReleasedBytes == 0 || fs.AvailBytes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s of it is the released reserve, kept for booting and reading, not the workload's",
+		FormatSize(min(fs.ReserveReleasedBytes, fs.AvailBytes)))
+}
+
 // BelowReclaim reports whether the filesystem is below a reclaim_below* threshold.
 func (fs Filesystem) BelowReclaim() bool {
-	return fs.AvailBytes < fs.ReclaimThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReclaimThresholdFiles)
+	return fs.WorkloadAvail() < fs.ReclaimThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReclaimThresholdFiles)
 }
 
 // BelowReplace reports whether the filesystem is below a replace_below* threshold.
 func (fs Filesystem) BelowReplace() bool {
-	return fs.AvailBytes < fs.ReplaceThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReplaceThresholdFiles)
+	return fs.WorkloadAvail() < fs.ReplaceThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReplaceThresholdFiles)
 }

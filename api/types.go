@@ -24,9 +24,13 @@ type Filesystem struct {
 	ReclaimThresholdFiles uint64   `json:"reclaim_threshold_inodes"`
 	ReplaceThresholdFiles uint64   `json:"replace_threshold_inodes"`
 	ReserveBytes          uint64   `json:"reserve_bytes"`
-	SizeSetting           string   `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
-	Stale                 bool     `json:"stale"`
-	Error                 string   `json:"error,omitempty"`
+	// ReserveReleasedBytes is the room of a reserve released and not re-armed yet: it is
+	// in avail_bytes but it is not the workload's (CONTRACT §13), so the replace verdict,
+	// a launch's fit and the reclaim thresholds are judged on avail_bytes minus it (v1.2).
+	ReserveReleasedBytes uint64 `json:"reserve_released_bytes,omitempty"`
+	SizeSetting          string `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
+	Stale                bool   `json:"stale"`
+	Error                string `json:"error,omitempty"`
 	// Errno names the errno of the failed statfs ("ENOTCONN") and ErrorSince when the
 	// failures began (the first failed sample of the run of failures); both are empty
 	// while statfs answers. SampledAt stays the time of the last good sample.
@@ -319,10 +323,13 @@ type ReclaimRun struct {
 
 // ReclaimRequest is the body of POST /v1/reclaim.
 type ReclaimRequest struct {
-	DryRun         bool      `json:"dry_run,omitempty"`
-	TargetFree     *Size     `json:"target_free,omitempty"`
-	ReleaseReserve bool      `json:"release_reserve,omitempty"`
-	Deadline       *Duration `json:"deadline,omitempty"`
+	DryRun         bool  `json:"dry_run,omitempty"`
+	TargetFree     *Size `json:"target_free,omitempty"`
+	ReleaseReserve bool  `json:"release_reserve,omitempty"`
+	// Reason says what the room of a released reserve is for ("download the work"):
+	// recorded with the release in the ReserveReleased condition and the event (v1.2).
+	Reason   string    `json:"reason,omitempty"`
+	Deadline *Duration `json:"deadline,omitempty"`
 }
 
 // CacheRoot is a declared or discovered cache root that reclaim may draw on.

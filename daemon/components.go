@@ -107,6 +107,14 @@ func (c *components) reserveBytes(fs string) uint64 {
 	return uint64(max(c.reclaim.ReserveBytes(fs), 0))
 }
 
+// reserveReleased is the room of a released reserve not re-armed yet (not the workload's).
+func (c *components) reserveReleased(fs string) uint64 {
+	if c.reclaim == nil {
+		return 0
+	}
+	return uint64(max(c.reclaim.ReleasedBytes(fs), 0))
+}
+
 func (c *components) samplingFresh(now time.Time) bool {
 	last := c.pressure.LastLoop()
 	return last.IsZero() || now.Sub(last) <= 10*time.Second
@@ -253,6 +261,7 @@ func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
 	c := &components{run: &runner{logger: d.logger, running: map[string]runningPart{}}}
 	po := d.pressureOptions(cfg)
 	po.ReserveBytes = c.reserveBytes // what the file holds, asked of reclaim (built below)
+	po.ReserveReleasedBytes = c.reserveReleased
 	c.pressure = pressure.New(po)
 	c.jobs = d.jobRegistry(cfg)
 	var err error

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type testDaemon struct {
 	http   *http.Client
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once // stop runs once: a test may stop the daemon before its cleanup does
 }
 
 // baseConfig is a config safe for tests (body comes first: top-level keys and arrays of
@@ -101,11 +103,13 @@ func startDaemonIn(t testing.TB, dir, text string, mutate ...func(*Options)) *te
 }
 
 func (td *testDaemon) stop() {
-	td.cancel()
-	select {
-	case <-td.done:
-	case <-time.After(15 * time.Second):
-	}
+	td.once.Do(func() {
+		td.cancel()
+		select {
+		case <-td.done:
+		case <-time.After(15 * time.Second):
+		}
+	})
 }
 
 func (td *testDaemon) waitReady(t testing.TB) {

@@ -259,12 +259,28 @@ func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mo
 	return resp, nil
 }
 
+// short says the call's needs do not fit in the workload's free space: the room of a
+// released reserve is not the workload's (CONTRACT §13).
 func short(fs api.Filesystem, needBytes, needInodes uint64) bool {
-	return fs.AvailBytes < needBytes || (fs.Files > 0 && fs.FilesFree < needInodes)
+	return fs.WorkloadAvail() < needBytes || (fs.Files > 0 && fs.FilesFree < needInodes)
+}
+
+// reserveNote is what a refusal says of the reserve: held so the sandbox can boot and be
+// read, and how to release it on purpose; or, released, that its room is not for new work.
+func reserveNote(fs api.Filesystem) string {
+	switch {
+	case fs.ReserveReleasedBytes > 0:
+		return fmt.Sprintf("the %s reserve was released: its room is kept for booting, reading and removing files, never for new work",
+			api.FormatSize(fs.ReserveReleasedBytes))
+	case fs.ReserveBytes > 0:
+		return fmt.Sprintf("the %s reserve file is held so the sandbox can boot and be read after a stop, never given to a workload; "+
+			"release it on purpose with `sandboxd reserve release --reason TEXT` (or release_reserve in POST /v1/reclaim)", api.FormatSize(fs.ReserveBytes))
+	}
+	return ""
 }
 
 func replaceNote(fs api.Filesystem) string {
-	if fs.AvailBytes < fs.ReplaceThresholdBytes {
+	if fs.WorkloadAvail() < fs.ReplaceThresholdBytes {
 		return fmt.Sprintf("below filesystem.replace_below %s: replace this sandbox", api.FormatSize(fs.ReplaceThresholdBytes))
 	}
 	return fmt.Sprintf("below filesystem.replace_below_inodes %s inodes: replace this sandbox", api.FormatCount(fs.ReplaceThresholdFiles))
@@ -274,11 +290,11 @@ func replaceNote(fs api.Filesystem) string {
 // the filesystem is below a replace threshold, else disk_full or inodes_exhausted.
 func spaceProblem(fs api.Filesystem, needBytes, needInodes uint64, notes []string) *api.Problem {
 	code := api.CodeInodesExhausted
-	if fs.AvailBytes < needBytes {
+	if fs.WorkloadAvail() < needBytes {
 		code = api.CodeDiskFull
 	}
 	var what []string
-	if fs.AvailBytes < needBytes {
+	if fs.WorkloadAvail() < needBytes {
 		what = append(what, fmt.Sprintf("the call needs %s free", api.FormatSize(needBytes)))
 	}
 	if fs.Files > 0 && fs.FilesFree < needInodes {
@@ -287,8 +303,11 @@ func spaceProblem(fs api.Filesystem, needBytes, needInodes uint64, notes []strin
 	if fs.BelowReplace() {
 		code = api.CodeReplaceSandbox
 		what = append(what, replaceNote(fs))
-	} else if fs.AvailBytes < fs.ReclaimThresholdBytes {
+	} else if fs.WorkloadAvail() < fs.ReclaimThresholdBytes {
 		what = append(what, "below "+fs.ReclaimThresholdName())
+	}
+	if n := reserveNote(fs); n != "" && fs.WorkloadAvail() < needBytes {
+		what = append(what, n)
 	}
 	parts := append([]string{fs.Fingerprint()}, notes...)
 	for _, w := range what {

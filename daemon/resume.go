@@ -66,7 +66,7 @@ func (d *Daemon) handleReclaim(w http.ResponseWriter, r *http.Request) error {
 	}
 	c := d.current()
 	run, err := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: reclaim.TriggerManual, DryRun: req.DryRun,
-		TargetFree: target, ReleaseReserve: req.ReleaseReserve})
+		TargetFree: target, ReleaseReserve: req.ReleaseReserve, Reason: req.Reason})
 	if err != nil {
 		return d.reclaimProblem(err, c, deadline)
 	}

@@ -32,9 +32,9 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 		// f_files == 0, byte thresholds do not apply rather than reading as "full".
 		disk.reason = "NoCapacityReported"
 		disk.message = subject + " reports a size of 0 (no capacity figures); byte thresholds do not apply"
-	case f.AvailBytes < r.reclaim:
+	case f.WorkloadAvail() < r.reclaim:
 		disk.raw, disk.reason = true, "AvailBelowReclaimThreshold"
-		disk.message = fmt.Sprintf("%s, below %s", space, r.desc)
+		disk.message = fmt.Sprintf("%s%s, below %s", space, f.ReleasedClause(), r.desc)
 	default:
 		disk.reason = "AvailAboveReclaimThreshold"
 		disk.message = fmt.Sprintf("%s, at or above %s", space, r.desc)
@@ -60,9 +60,9 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 
 	repl := signal{typ: api.CondReplaceRecommended, subject: subject, severity: sevCritical, fields: fields}
 	switch {
-	case f.SizeBytes > 0 && f.AvailBytes < r.replace:
+	case f.SizeBytes > 0 && f.WorkloadAvail() < r.replace:
 		repl.raw, repl.reason = true, "AvailBelowReplaceThreshold"
-		repl.message = fmt.Sprintf("%s, below filesystem.replace_below %s: replace the sandbox", space, api.FormatSize(r.replace))
+		repl.message = fmt.Sprintf("%s%s, below filesystem.replace_below %s: replace the sandbox", space, f.ReleasedClause(), api.FormatSize(r.replace))
 	case f.Files > 0 && f.FilesFree < r.replaceInodes:
 		repl.raw, repl.reason = true, "InodesBelowReplaceThreshold"
 		repl.message = fmt.Sprintf("%s, below filesystem.replace_below_inodes %s: replace the sandbox", inodes, api.FormatCount(r.replaceInodes))

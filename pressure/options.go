@@ -56,6 +56,9 @@ type Options struct {
 	// path) holds on disk now; nil reports 0. The reclaim component owns the file, so the
 	// figure is asked of it rather than taken from the config (issue 10).
 	ReserveBytes func(fsPath string) uint64
+	// ReserveReleasedBytes is the room of a released reserve not re-armed yet: free space
+	// that is not the workload's (api.Filesystem.WorkloadAvail). nil: none.
+	ReserveReleasedBytes func(fsPath string) uint64
 }
 
 func (o Options) withDefaults() Options {

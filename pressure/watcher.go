@@ -216,6 +216,9 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	if w.opts.ReserveBytes != nil {
 		f.ReserveBytes = w.opts.ReserveBytes(fs.cfg.Path)
 	}
+	if w.opts.ReserveReleasedBytes != nil {
+		f.ReserveReleasedBytes = w.opts.ReserveReleasedBytes(fs.cfg.Path)
+	}
 	fs.dev = c.dev
 	return fs.step(f, w.conds, w.opts.LeadTime, nil)
 }
@@ -232,6 +235,6 @@ func (w *Watcher) emit(events []api.Event) {
 
 // sameLevels reports whether two samples show the same space and inode levels.
 func sameLevels(a, b api.Filesystem) bool {
-	return a.SizeBytes == b.SizeBytes && a.AvailBytes == b.AvailBytes &&
+	return a.SizeBytes == b.SizeBytes && a.AvailBytes == b.AvailBytes && a.ReserveReleasedBytes == b.ReserveReleasedBytes &&
 		a.Files == b.Files && a.FilesFree == b.FilesFree
 }

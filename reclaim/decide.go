@@ -13,7 +13,7 @@ import (
 // in bytes or inodes) and where the ladder would stop (threshold + headroom). The tick
 // and sandboxd backtest both decide with it.
 func PressureNeed(m api.Filesystem, headroom int64, headroomInodes units.Threshold) (need bool, targetBytes, targetFiles uint64) {
-	f := newFSRun(m.Path, m, Request{}, headroom, headroomInodes.Resolve(m.Files))
+	f := newFSRun(m.Path, m, Request{}, headroom, headroomInodes.Resolve(m.Files), 0) // no reserve file here: none to re-arm
 	return f.needed(0), f.targetBytes, f.targetFiles
 }
 

@@ -37,12 +37,9 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 		parts = append(parts, s)
 	case run.Verdict == api.VerdictHealthy:
 		parts = append(parts, aboveThresholds(m)+": nothing to reclaim")
-	case f.reserveLifted:
-		parts = append(parts, fmt.Sprintf("below filesystem.replace_below (%s) after reclaim until the reserve was released: the data left is not regenerable, replace the sandbox",
-			api.FormatSize(m.ReplaceThresholdBytes)))
 	case m.BelowReplace():
 		var why []string
-		if m.AvailBytes < m.ReplaceThresholdBytes {
+		if m.WorkloadAvail() < m.ReplaceThresholdBytes {
 			why = append(why, "filesystem.replace_below ("+api.FormatSize(m.ReplaceThresholdBytes)+")")
 		}
 		if m.Files > 0 && m.FilesFree < m.ReplaceThresholdFiles {
@@ -86,7 +83,17 @@ func (f *fsRun) targetDesc() string {
 	case f.needBytes == f.targetBytes && f.needBytes > 0:
 		return t + " free, what the call needs"
 	}
-	return fmt.Sprintf("the target %s free (%s plus reclaim.headroom)", t, f.cur.ReclaimThresholdName())
+	s := fmt.Sprintf("the target %s free (%s plus reclaim.headroom", t, f.cur.ReclaimThresholdName())
+	if f.headroomCapped {
+		s += fmt.Sprintf(" capped at %s, a quarter of the filesystem's %s", api.FormatSize(f.headroom), api.FormatSize(f.cur.SizeBytes))
+	}
+	if f.rearm > 0 {
+		s += fmt.Sprintf(" plus the %s reserve to re-arm", api.FormatSize(f.rearm))
+	}
+	if f.cur.SizeBytes > 0 && f.targetBytes == f.cur.SizeBytes {
+		s += fmt.Sprintf(", cut to the filesystem's size %s", api.FormatSize(f.cur.SizeBytes))
+	}
+	return s + ")"
 }
 
 // describeFreed names what the run reclaimed, largest source first, and the total: for a

@@ -19,23 +19,46 @@ type fsRun struct {
 	measure                  func(ctx context.Context, path string) (api.Filesystem, error)
 	// simulate: the run changes nothing and its figures are estimates; every action it
 	// reports then has simStatus (observed in observe mode, else planned: a dry run).
-	simulate      bool
-	simStatus     string
-	blocked       string // why the ladder did not run (cooldown, runs per hour)
-	ran           bool   // the ladder ran
-	belowReplace  bool   // still below replace_below* after the ladder
-	reserveLifted bool   // ... and releasing the reserve then lifted it above
-	actions       []api.Action
-	inUse         []string // thrashing caches on it, taken last (CacheThrashing)
-	inUsePruned   bool     // ... and the ladder had to take one of them
-	err           error
+	simulate     bool
+	simStatus    string
+	blocked      string // why the ladder did not run (cooldown, runs per hour)
+	ran          bool   // the ladder ran
+	belowReplace bool   // still below replace_below* after the ladder
+	actions      []api.Action
+	inUse        []string // thrashing caches on it, taken last (CacheThrashing)
+	inUsePruned  bool     // ... and the ladder had to take one of them
+	// headroom is the headroom in the target (reclaim.headroom, capped relative to the
+	// size: headroomCapped), rearm the reserve the target makes room for.
+	headroom, rearm uint64
+	headroomCapped  bool
+	err             error
 	// ownFree accounts what an action freed as sandboxd's own (Options.OwnFree).
 	ownFree func(path string, bytes int64)
 }
 
-func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headroomInodes uint64) *fsRun {
-	f := &fsRun{path: path, before: m, cur: m}
-	f.targetBytes = m.ReclaimThresholdBytes + uint64(max(headroom, 0))
+// headroomShare is the largest share of a filesystem's size the headroom may take: a
+// 256 MiB headroom on a 64 MiB disk made a target of 268 MiB, larger than the disk.
+const headroomShare = 4
+
+// HeadroomFor is reclaim.headroom as it applies to a filesystem of size bytes: at most a
+// quarter of the size (capped true when that cut it). A size of 0 (no capacity reported)
+// leaves it as configured.
+func HeadroomFor(headroom int64, size uint64) (h uint64, capped bool) {
+	h = uint64(max(headroom, 0))
+	if size > 0 && h > size/headroomShare {
+		return size / headroomShare, true
+	}
+	return h, false
+}
+
+// newFSRun is one filesystem's run. Its target is the reclaim threshold plus the headroom
+// plus the reserve it will re-arm (rearm: what the reserve file lacks), so that arming the
+// reserve after the run does not land the filesystem back on the threshold (CONTRACT §13);
+// no target is above the filesystem's size.
+func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headroomInodes uint64, rearm uint64) *fsRun {
+	f := &fsRun{path: path, before: m, cur: m, rearm: rearm}
+	f.headroom, f.headroomCapped = HeadroomFor(headroom, m.SizeBytes)
+	f.targetBytes = m.ReclaimThresholdBytes + f.headroom + rearm
 	f.needBytes = uint64(max(req.NeedBytes, 0))
 	f.targetBytes = max(f.targetBytes, f.needBytes)
 	if req.TargetFree > 0 {
@@ -43,6 +66,9 @@ func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headro
 		// (which said "short of the target 264 MiB" to a --target-free 60MiB).
 		f.targetBytes = max(uint64(req.TargetFree), f.needBytes)
 		f.targetFree = f.targetBytes == uint64(req.TargetFree)
+	}
+	if m.SizeBytes > 0 && f.targetBytes > m.SizeBytes {
+		f.targetBytes = m.SizeBytes
 	}
 	if m.Files > 0 {
 		f.targetFiles = m.ReclaimThresholdFiles + headroomInodes
@@ -54,9 +80,12 @@ func newFSRun(path string, m api.Filesystem, req Request, headroom int64, headro
 
 // needed reports whether the filesystem is below its reclaim threshold, below what the
 // caller needs, or below an explicit target.
+//
+// The room of a released reserve is not counted (api.Filesystem.WorkloadAvail): it is not
+// the workload's, so it never makes a filesystem healthy.
 func (f *fsRun) needed(targetFree int64) bool {
 	m := f.cur
-	if m.AvailBytes < m.ReclaimThresholdBytes || m.AvailBytes < f.needBytes {
+	if avail := m.WorkloadAvail(); avail < m.ReclaimThresholdBytes || avail < f.needBytes {
 		return true
 	}
 	if targetFree > 0 && m.AvailBytes < uint64(targetFree) {

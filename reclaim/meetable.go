@@ -14,8 +14,8 @@ const dirSlack = 4096
 // Meetable says, deleting nothing, whether reclaim could ever give the filesystem
 // measured as m the free bytes and inodes a call needs (CONTRACT §6, "Do no harm"). A
 // need above the filesystem's size, or above free plus everything the ladder could
-// free (the reserve, every site's entries, every cache root on the filesystem, sized
-// now), cannot be met: why says so with the figures, and the caller refuses at once
+// free (every site's entries, every cache root on the filesystem, sized now; never the
+// reserve, which is not the workload's: CONTRACT §13), cannot be met: why says so with the figures, and the caller refuses at once
 // instead of deleting caches for nothing. When the caches cannot be sized in full
 // (a walk cut by its budget or ctx) nothing is proved and ok is true.
 func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, needInodes uint64) (ok bool, why string) {
@@ -27,7 +27,8 @@ func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, n
 		return false, fmt.Sprintf("no reclaim can free %s inodes on a filesystem of %s inodes in all: nothing was deleted",
 			api.FormatCount(needInodes), api.FormatCount(m.Files))
 	}
-	shortBytes := m.AvailBytes < needBytes
+	avail := m.WorkloadAvail()
+	shortBytes := avail < needBytes
 	shortInodes := m.Files > 0 && m.FilesFree < needInodes
 	if !shortBytes && !shortInodes {
 		return true, ""
@@ -37,8 +38,8 @@ func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, n
 		return true, ""
 	}
 	switch {
-	case shortBytes && m.AvailBytes+uint64(bytes) < needBytes:
-		return false, fmt.Sprintf("reclaim could free at most %s more (caches, site entries and the reserve on it), short of %s: nothing was deleted",
+	case shortBytes && avail+uint64(bytes) < needBytes:
+		return false, fmt.Sprintf("reclaim could free at most %s more (caches and site entries on it), short of %s: nothing was deleted",
 			api.FormatSize(uint64(bytes)), api.FormatSize(needBytes))
 	case shortInodes && m.FilesFree+uint64(files) < needInodes:
 		return false, fmt.Sprintf("reclaim could free at most %s more inodes, short of %s: nothing was deleted",
@@ -51,10 +52,6 @@ func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, n
 func (r *Reclaimer) reclaimable(ctx context.Context, m api.Filesystem) (bytes, files int64, complete bool) {
 	r.settings.RLock() // the launch call holds neither lock nor loop
 	defer r.settings.RUnlock()
-	bytes = r.ReserveBytes(m.Path)
-	if bytes > 0 {
-		files++
-	}
 	if r.opts.SiteUsage != nil {
 		b, n := r.opts.SiteUsage() // every site, wherever it lies: an over-estimate is safe
 		bytes += b

@@ -69,9 +69,11 @@ func TestMaxRunsPerHour(t *testing.T) {
 	}
 }
 
-// The reserve file is fully allocated when there is room, released when the disk stays
-// below replace_below after the ladder, reported as ReserveReleased, and re-armed once
-// free is back above reclaim_below + reserve.
+// The reserve file is fully allocated when there is room; at 100% with only user data a
+// resume says replace and keeps it (issue 22: released there, the workload's next command
+// ate it and the box stopped full with nothing to release); a writer's explicit request
+// releases it, reported as ReserveReleased; it is re-armed once free is back at or above
+// reclaim_below + headroom + reserve.
 func TestReserveReleasedAndRearmed(t *testing.T) {
 	e := newEnv(t, 128*mib, 0)
 	e.reclaimBelow, e.replaceBelow = 16*mib, 8*mib
@@ -90,20 +92,30 @@ func TestReserveReleasedAndRearmed(t *testing.T) {
 	if c := r.Conditions(); len(c) != 1 || c[0].Status {
 		t.Errorf("conditions with the reserve held: %+v", c)
 	}
-	// Fill the disk to 100%: the ladder has nothing, the reserve goes.
+	// Fill the disk to 100%: the ladder has nothing; the reserve stays.
 	testFill(t, filepath.Join(e.home, "bulk.bin"))
 	run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerResume})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Verdict != api.VerdictReplace || exists(resPath) {
-		t.Fatalf("at 100%% with only user data: verdict %q, reserve exists %v", run.Verdict, exists(resPath))
+	if run.Verdict != api.VerdictReplace || allocated(resPath) < 10*mib {
+		t.Fatalf("at 100%% with only user data: verdict %q, reserve holds %d; want replace and the reserve kept", run.Verdict, allocated(resPath))
 	}
 	if strings.Contains(run.Detail, "below  ") || !strings.Contains(run.Detail, "replace") {
 		t.Errorf("detail names no threshold: %s", run.Detail)
 	}
-	if c := r.Conditions(); len(c) != 1 || !c[0].Status || c[0].Type != api.CondReserveReleased {
+	run, err = r.Reclaim(context.Background(), Request{Trigger: TriggerManual, ReleaseReserve: true, Reason: "download the work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists(resPath) || run.Verdict != api.VerdictReplace {
+		t.Fatalf("explicit release: verdict %q, reserve exists %v; want it gone and still replace (its room is not health)", run.Verdict, exists(resPath))
+	}
+	if c := r.Conditions(); len(c) != 1 || !c[0].Status || c[0].Type != api.CondReserveReleased || !strings.Contains(c[0].Message, "download the work") {
 		t.Errorf("conditions after release: %+v", c)
+	}
+	if r.ReleasedBytes(e.root) != 10*mib {
+		t.Errorf("ReleasedBytes after release = %d, want 10 MiB", r.ReleasedBytes(e.root))
 	}
 	var released bool
 	for _, a := range run.Actions {
@@ -115,7 +127,7 @@ func TestReserveReleasedAndRearmed(t *testing.T) {
 	// Not enough room yet: no re-arm.
 	r.reserveTick(context.Background())
 	if exists(resPath) {
-		t.Errorf("reserve re-armed while free is below reclaim_below + reserve")
+		t.Errorf("reserve re-armed while free is below reclaim_below + headroom + reserve")
 	}
 	os.Remove(filepath.Join(e.home, "bulk.bin"))
 	r.reserveTick(context.Background())

@@ -13,8 +13,9 @@ import (
 type Request struct {
 	Trigger        string // launch | resume | startup | pressure | manual
 	DryRun         bool
-	TargetFree     int64 // reclaim until this many bytes are free (0: threshold + headroom)
-	ReleaseReserve bool  // salvage: release the reserve files first
+	TargetFree     int64  // reclaim until this many bytes are free (0: threshold + headroom)
+	ReleaseReserve bool   // salvage: release the reserve files first (a writer's explicit request only)
+	Reason         string // what the released room is for, recorded with the release
 	Filesystems    []string
 	NeedBytes      int64
 	NeedInodes     uint64
@@ -161,7 +162,7 @@ func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, erro
 		paths = r.opts.Filesystems
 	}
 	for _, p := range paths {
-		m, err := r.opts.Measure(ctx, p)
+		m, err := r.measure(ctx, p)
 		if err != nil && ctx.Err() != nil {
 			return measured{}, fmt.Errorf("%w: %s: %w", ErrDeadline, p, ctx.Err())
 		}
@@ -175,7 +176,7 @@ func (r *Reclaimer) measureAll(ctx context.Context, req Request) (measured, erro
 			out.unmeasured = append(out.unmeasured, m)
 			continue
 		}
-		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		f := newFSRun(p, m, req, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files), r.rearmBytes(p))
 		f.ownFree = r.opts.OwnFree
 		out.all = append(out.all, f)
 		if f.needed(req.TargetFree) {
@@ -202,9 +203,9 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 	all := m.all
 	var work []*fsRun
 	for _, f := range all {
-		f.measure, f.simulate, f.simStatus = r.opts.Measure, simulate, simStatus
+		f.measure, f.simulate, f.simStatus = r.measure, simulate, simStatus
 		if req.ReleaseReserve {
-			r.salvage(ctx, f)
+			r.salvage(ctx, f, req.Reason)
 		}
 		if f.needed(req.TargetFree) {
 			work = append(work, f)
@@ -215,6 +216,9 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 		for _, f := range all {
 			f.preview = true
 			f.targetBytes = f.cur.AvailBytes + uint64(max(r.opts.Headroom, 64<<20))
+			if f.cur.SizeBytes > 0 {
+				f.targetBytes = min(f.targetBytes, f.cur.SizeBytes)
+			}
 			work = append(work, f)
 		}
 	}
@@ -261,11 +265,15 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 }
 
 // salvage releases the reserve of f first (release_reserve: the caller wants the room).
-func (r *Reclaimer) salvage(ctx context.Context, f *fsRun) {
+func (r *Reclaimer) salvage(ctx context.Context, f *fsRun, reason string) {
 	if f.simulate && !r.opts.Observe {
 		return // a dry run: observe mode says what it would release, a plan does not
 	}
-	if a, ok := r.releaseReserve(f.path, "released on request (release_reserve)"); ok {
+	why := "released on request (release_reserve)"
+	if reason != "" {
+		why += ": " + reason
+	}
+	if a, ok := r.releaseReserve(f.path, why); ok {
 		f.add(a)
 		f.remeasure(ctx, a.FreedBytes, a.FreedFiles)
 	}
@@ -295,12 +303,10 @@ func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64
 		if !f.simulate {
 			ran = append(ran, f.path)
 			if f.belowReplace {
+				// The reserve stays: released here, the next command ate it and the box
+				// stopped at 100% with nothing left to release (CONTRACT §13). It goes at
+				// shutdown, on a writer's explicit request, or by `sandboxd boot`.
 				r.markReplace(f.path, "below the replace threshold after reclaim")
-				if a, ok := r.releaseReserve(f.path, "below the replace threshold and reclaim could not fix it"); ok {
-					f.add(a)
-					f.remeasure(ctx, a.FreedBytes, a.FreedFiles)
-					f.reserveLifted = !f.cur.BelowReplace() // a salvage, not a fix: the verdict stays replace
-				}
 			}
 		}
 	}

@@ -27,7 +27,10 @@ type reserveState struct {
 	// pressure watcher reads it while holding its own lock, and reclaim's state writes
 	// reach the watcher (OwnWrite) while holding r.mu.
 	bytes atomic.Int64
-	since time.Time // when this reserve was first configured: the Since of a never-released one
+	// released is the room of the file while it is released and not re-armed (0 else):
+	// free space that is not the workload's. Atomic for the same reason as bytes.
+	released atomic.Int64
+	since    time.Time // when this reserve was first configured: the Since of a never-released one
 }
 
 // loadReserves builds the reserve states of r.opts, keeping the state of those in old
@@ -44,6 +47,11 @@ func (r *Reclaimer) loadReserves(old map[string]*reserveState) {
 			rs.since = o.since
 		} else {
 			rs.bytes.Store(allocated(rc.Path))
+		}
+		if d := r.rate.Reserves[rc.Filesystem]; d.Released && !r.opts.Observe {
+			// Released at shutdown, on request or by `sandboxd boot`, and not re-armed
+			// since: its room is still not the workload's after a restart.
+			rs.released.Store(max(rc.Bytes-rs.bytes.Load(), 0))
 		}
 		m[rc.Filesystem] = rs
 	}
@@ -71,6 +79,36 @@ func (r *Reclaimer) ReserveBytes(fs string) int64 {
 	return 0
 }
 
+// ReleasedBytes is the room of the reserve of fs while it is released and not re-armed
+// (0 otherwise): free space that is kept for booting and reading, not the workload's
+// (api.Filesystem.ReserveReleasedBytes). Lock-free, as ReserveBytes.
+func (r *Reclaimer) ReleasedBytes(fs string) int64 {
+	if rs, ok := r.reserveMap()[fs]; ok {
+		return rs.released.Load()
+	}
+	return 0
+}
+
+// measure is Options.Measure with the room of a released reserve filled in from this
+// Reclaimer's own state, so every verdict it makes counts it out (whoever measures).
+func (r *Reclaimer) measure(ctx context.Context, path string) (api.Filesystem, error) {
+	m, err := r.opts.Measure(ctx, path)
+	if n := r.ReleasedBytes(path); n > 0 {
+		m.ReserveReleasedBytes = uint64(n)
+	}
+	return m, err
+}
+
+// rearmBytes is what the reserve of fs lacks, which the next arming will write: a reclaim
+// target counts it (0 in observe mode, which writes no reserve).
+func (r *Reclaimer) rearmBytes(fs string) uint64 {
+	rs, ok := r.reserveMap()[fs]
+	if !ok || r.opts.Observe {
+		return 0
+	}
+	return uint64(max(rs.cfg.Bytes-rs.bytes.Load(), 0))
+}
+
 // Conditions are the reserve conditions: ReserveReleased per filesystem with a reserve,
 // true while its file is released. Since changes only when the status flips. The message
 // says what is on disk: observe mode writes no reserve, so there it says what would be.
@@ -92,7 +130,8 @@ func (r *Reclaimer) Conditions() []api.Condition {
 		switch {
 		case d.Released:
 			c.Reason = "ReserveReleased"
-			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s", want, rc.Path, d.Reason)
+			c.Message = fmt.Sprintf("the %s reserve file %s was released: %s; its room is kept for booting, reading and removing files, not for new work, "+
+				"and the file is written again once free space is at or above the reclaim threshold plus reclaim.headroom plus the reserve", want, rc.Path, d.Reason)
 		case r.opts.Observe && held == 0:
 			c.Reason = "ObserveMode"
 			c.Message = fmt.Sprintf("observe mode: would hold a %s reserve at %s; none is written", want, rc.Path)
@@ -101,7 +140,7 @@ func (r *Reclaimer) Conditions() []api.Condition {
 			c.Message = fmt.Sprintf("reserve file %s holds %s, left as found (observe mode: would keep it at %s)", rc.Path, api.FormatSize(held), want)
 		case held == 0:
 			c.Reason = "ReserveNotWritten"
-			c.Message = fmt.Sprintf("the %s reserve file %s is not written yet: it is written once free space is above the reclaim threshold plus the reserve", want, rc.Path)
+			c.Message = fmt.Sprintf("the %s reserve file %s is not written yet: it is written once free space is at or above the reclaim threshold plus reclaim.headroom plus the reserve", want, rc.Path)
 		default:
 			c.Reason = "ReserveHeld"
 			c.Message = fmt.Sprintf("reserve file %s holds %s", rc.Path, api.FormatSize(held))
@@ -134,6 +173,7 @@ func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 	a.Status, a.FreedBytes, a.FreedFiles = api.ActionDone, freed, 1
 	r.mu.Lock()
 	rs.bytes.Store(0)
+	rs.released.Store(rs.cfg.Bytes)
 	r.rate.Reserves[fs] = reserveDoc{Released: true, Since: r.opts.Now(), Reason: reason}
 	r.saveLocked()
 	r.mu.Unlock()
@@ -143,8 +183,11 @@ func (r *Reclaimer) releaseReserve(fs, reason string) (api.Action, bool) {
 }
 
 // maintainReserve creates (or re-arms) the reserve of fs when m shows room for it: free
-// above the reclaim threshold plus the reserve. It runs on every reserve tick and after
-// every resume, whatever the state was at start-up (CONTRACT §6).
+// at or above the reclaim threshold plus the headroom plus the reserve, so that arming it
+// leaves the threshold plus the headroom (re-arming at threshold plus reserve left a box
+// one MiB above the threshold, and the next MiB written started another reclaim). It runs
+// on every reserve tick and after every resume, whatever the state was at start-up
+// (CONTRACT §6, §13).
 func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	r.mu.Lock()
 	rs, ok := r.reserveMap()[fs]
@@ -155,9 +198,11 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	have := allocated(rs.cfg.Path)
 	rs.bytes.Store(have) // what is on disk, also when the file went away behind our back
 	if have >= rs.cfg.Bytes {
+		rs.released.Store(0)
 		return
 	}
-	if m.AvailBytes < m.ReclaimThresholdBytes+uint64(rs.cfg.Bytes)-uint64(have) {
+	headroom, _ := HeadroomFor(r.opts.Headroom, m.SizeBytes)
+	if m.AvailBytes < m.ReclaimThresholdBytes+headroom+uint64(rs.cfg.Bytes)-uint64(have) {
 		return
 	}
 	// The file is sandboxd's own write: declared first, so that the pressure watcher
@@ -172,6 +217,7 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	r.mu.Lock()
 	if err == nil {
 		rs.bytes.Store(allocated(rs.cfg.Path))
+		rs.released.Store(0)
 		r.rate.Reserves[fs] = reserveDoc{Released: false, Since: r.opts.Now()}
 		r.saveLocked()
 	}

@@ -59,11 +59,11 @@ func (r *Reclaimer) tick(ctx context.Context) {
 		r.lowSeen = map[string]bool{}
 	}
 	for _, p := range r.opts.Filesystems {
-		m, err := r.opts.Measure(ctx, p)
+		m, err := r.measure(ctx, p)
 		if err != nil {
 			continue
 		}
-		f := newFSRun(p, m, Request{}, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files))
+		f := newFSRun(p, m, Request{}, r.opts.Headroom, r.opts.HeadroomInodes.Resolve(m.Files), r.rearmBytes(p))
 		f.ownFree = r.opts.OwnFree
 		if !f.needed(0) {
 			r.lowSeen[p] = false

@@ -51,6 +51,7 @@ func commands() []*command {
 		launchCommand(),
 		resumeCommand(),
 		reclaimCommand(),
+		reserveCommand(),
 		eventsCommand(),
 		checkCommand(),
 		configCommand(),

@@ -47,9 +47,10 @@ func reclaimCommand() *command {
 		globals: gClient, setup: func(fs *flag.FlagSet) runFunc {
 			dry := fs.Bool("dry-run", false, "show the plan and what each source would free; change nothing")
 			target := fs.String("target-free", "", "reclaim until this much is free, `SIZE` e.g. 2GiB")
-			release := fs.Bool("release-reserve", false, "release the emergency reserve file (salvage)")
+			release := fs.Bool("release-reserve", false, "release the emergency reserve file on purpose (see `sandboxd reserve release`)")
+			reason := fs.String("reason", "", "with --release-reserve: what the room is for, `TEXT`")
 			return func(ctx context.Context, inv *invocation) int {
-				req := api.ReclaimRequest{DryRun: *dry, ReleaseReserve: *release}
+				req := api.ReclaimRequest{DryRun: *dry, ReleaseReserve: *release, Reason: *reason}
 				if *target != "" {
 					n, err := api.ParseSize(*target)
 					if err != nil {
