@@ -9,3 +9,17 @@ type ConfigView struct {
 	// what the file says.
 	InForce map[string]any `json:"in_force"`
 }
+
+// RouteConfigReload re-reads the config file as SIGHUP does and answers with the result
+// (issue 25): the unit's ExecReload runs `sandboxd config reload`, so `systemctl reload`
+// fails when the file is rejected instead of reporting success.
+const RouteConfigReload = "POST /v1/config/reload"
+
+// ConfigReload is the body of POST /v1/config/reload: 200 whether or not the file was
+// taken, since the reload ran either way; Reloaded false means it was rejected, the last
+// good config stays, and Problems says why (one line each, with key and line).
+type ConfigReload struct {
+	File     string   `json:"file"`
+	Reloaded bool     `json:"reloaded"`
+	Problems []string `json:"problems"`
+}

@@ -29,6 +29,7 @@ func (d *Daemon) routes() []route {
 		{api.RouteStatus, d.handleStatus, false},
 		{api.RouteEvents, d.handleEvents, false},
 		{api.RouteConfig, d.handleConfig, false},
+		{api.RouteConfigReload, d.handleConfigReload, true},
 		{api.RouteLaunch, d.handleLaunch, true},
 		{api.RouteResume, d.handleResume, true},
 		// Reclaim authorizes in its handler: a dry run changes nothing, so any peer on

@@ -62,12 +62,13 @@ path = %q
 %s`, watched, filepath.Join(watched, "site"), extra)
 }
 
-// TestPackagedUnitStartLimit runs the real sandboxd under the shipped units with a
+// TestPackagedUnitLifecycle runs the real sandboxd under the shipped units with a
 // config it rejects: the unit restarts a few times and ends failed (start-limit-hit),
 // `systemctl is-failed` says so, the socket unit fails with it, and a client is refused
 // at once (exit 69), not left waiting in the listen queue. The documented recovery
-// (fix the config, reset-failed, start) brings it back.
-func TestPackagedUnitStartLimit(t *testing.T) {
+// (fix the config, reset-failed, start) brings it back. Then `systemctl reload` exits 0
+// on a valid file and fails on one the daemon rejects.
+func TestPackagedUnitLifecycle(t *testing.T) {
 	bin := buildSandboxd(t)
 	watched := testenv.Tmpfs(t, 8<<20, 0)
 	os.Mkdir(filepath.Join(watched, "site"), 0o755)
@@ -125,5 +126,24 @@ func TestPackagedUnitStartLimit(t *testing.T) {
 	}
 	if out, err := exec.Command(bin, "status", "--socket", sock).CombinedOutput(); err != nil {
 		t.Errorf("sandboxd status after the recovery: %v\n%s", err, out)
+	}
+
+	// systemctl reload tells the truth (issue 25 item 4): a valid change is taken and
+	// reload exits 0; a rejected file makes it fail, the problem is in the service's log
+	// (the journal on a real host), and the daemon runs on with the last good config.
+	pid := sd.show("sandboxd.service", "MainPID")["MainPID"]
+	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "[log]\nlevel = \"debug\"\n")), 0o644)
+	if out, err := sd.systemctl("reload", "sandboxd.service"); err != nil {
+		t.Errorf("systemctl reload of a valid config: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "[log]\nlevel = \"loud\"\n")), 0o644)
+	if out, err := sd.systemctl("reload", "sandboxd.service"); err == nil {
+		t.Errorf("systemctl reload of a rejected config exited 0:\n%s", out)
+	}
+	if log, _ := os.ReadFile(filepath.Join(sd.run, "sandboxd.log")); !strings.Contains(string(log), "rejected; the last good config stays in force") || !strings.Contains(string(log), "loud") {
+		t.Errorf("the service's log does not say the reload was rejected and why:\n%s", tail(log, 20))
+	}
+	if s := sd.show("sandboxd.service", "ActiveState", "MainPID"); s["ActiveState"] != "active" || s["MainPID"] != pid {
+		t.Errorf("after a rejected reload: %v; want the same daemon active (pid %s)", s, pid)
 	}
 }

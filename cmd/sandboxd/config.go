@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
 )
 
@@ -21,6 +22,10 @@ func configCommand() *command {
 				args: "[FILE]", maxArgs: 1, globals: gJSON | gConfig,
 				long: "FILE (or --config FILE) defaults to " + config.DefaultPath + ".", run: runConfigCheck},
 			{name: "show", summary: "print the running daemon's effective config", globals: gClient, run: runConfigShow},
+			{name: "reload", summary: "make the running daemon re-read its config file and wait for the verdict; exit 78 if it rejected it",
+				globals: gClient,
+				long: "What the unit's ExecReload runs, so that `systemctl reload sandboxd` fails on a rejected file\n" +
+					"(the problems go to stderr and the journal; the last good config stays in force).", run: runConfigReload},
 		}}
 }
 
@@ -83,4 +88,27 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// runConfigReload asks the daemon to reload (POST /v1/config/reload) and reports the
+// outcome: exit 0 when the file was taken, 78 (as config check) when it was rejected.
+func runConfigReload(ctx context.Context, inv *invocation) int {
+	var res api.ConfigReload
+	if err := inv.client().Do(ctx, "POST", "/v1/config/reload", struct{}{}, &res, 0); err != nil {
+		return failure(err, inv, "/")
+	}
+	if inv.g.json {
+		printJSON(inv.stdout, res)
+	} else if res.Reloaded {
+		fmt.Fprintf(inv.stdout, "%s: reloaded\n", res.File)
+	} else {
+		fmt.Fprintf(inv.stderr, "%s: rejected; the last good config stays in force\n", res.File)
+		for _, p := range res.Problems {
+			fmt.Fprintln(inv.stderr, p)
+		}
+	}
+	if !res.Reloaded {
+		return exitConfig
+	}
+	return exitOK
 }

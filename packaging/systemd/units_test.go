@@ -62,7 +62,7 @@ func TestServiceUnit(t *testing.T) {
 		"EnvironmentFile":         "-/etc/default/sandboxd",
 		"Delegate":                "yes",
 		"KillMode":                "process",
-		"ExecReload":              "/bin/kill -HUP $MAINPID",
+		"ExecReload":              "/usr/bin/sandboxd config reload",
 		"OOMScoreAdjust":          "-900",
 		"CapabilityBoundingSet":   "CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_FOWNER CAP_KILL CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_LINUX_IMMUTABLE CAP_SETUID CAP_SETGID CAP_CHOWN",
 		"NoNewPrivileges":         "yes",
