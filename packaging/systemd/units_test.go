@@ -156,6 +156,11 @@ func TestUnitsVerify(t *testing.T) {
 				t.Fatalf("%s: want exactly one line starting %q", name, strings.TrimSpace(from))
 			}
 			text = strings.Replace(text, from, "\nExecStart="+exe+" ", 1)
+			const reload = "\nExecReload=/usr/bin/sandboxd "
+			if strings.Count(text, reload) != 1 {
+				t.Fatalf("%s: want exactly one line starting %q", name, strings.TrimSpace(reload))
+			}
+			text = strings.Replace(text, reload, "\nExecReload="+exe+" ", 1)
 		}
 		// verify runs man for man: links; the page is installed by the package.
 		text = strings.Replace(text, "Documentation=man:sandboxd(1) ", "Documentation=", 1)
