@@ -68,7 +68,15 @@ type Job struct {
 	Heartbeats     int64             `json:"heartbeats"`
 	Processes      int               `json:"processes"`
 	Labels         map[string]string `json:"labels"`
-	Warnings       []string          `json:"warnings,omitempty"`
+	// Owner is who registered the job: only that uid or root may end or heartbeat it.
+	Owner    *JobOwner `json:"owner,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
+}
+
+// JobOwner is the uid that registered a job and the pid namespace it called from.
+type JobOwner struct {
+	UID   uint32 `json:"uid"`
+	PidNS string `json:"pidns,omitempty"`
 }
 
 // JobsPage is the body of GET /v1/jobs.

@@ -60,6 +60,9 @@ type Registrant struct {
 	UID    uint32   `json:"uid"`
 	GID    uint32   `json:"gid"`
 	Groups []uint32 `json:"groups"`
+	// PidNS is the registering process's pid namespace ("pid:[4026531836]"); absent
+	// when it could not be read.
+	PidNS string `json:"pidns,omitempty"`
 }
 
 // CredentialPush is the body of PUT /v1/mounts/{name}/credentials.

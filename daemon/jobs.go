@@ -157,7 +157,12 @@ func (d *Daemon) handleJobDelete(w http.ResponseWriter, r *http.Request) error {
 		}
 		wait = v
 	}
-	j, err := d.jobReg.End(r.Context(), r.PathValue("id"), api.ReasonDeleted, wait)
+	by, done, err := jobCaller(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	j, err := d.jobReg.EndAs(r.Context(), r.PathValue("id"), api.ReasonDeleted, wait, by)
 	if err != nil {
 		return err
 	}
@@ -177,7 +182,12 @@ func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) erro
 			return api.NewProblem(api.CodeBadRequest, "field \"extend\": must be longer than 0s (leave it out for the job's ttl)")
 		}
 	}
-	j, err := d.jobReg.Heartbeat(r.PathValue("id"), extend)
+	by, done, err := jobCaller(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	j, err := d.jobReg.HeartbeatAs(r.PathValue("id"), extend, by)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,7 +59,11 @@ func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := peerFrom(r.Context())
-	m, err := d.RegisterMount(req, &mountwatch.Registrant{UID: p.UID, GID: p.GID, Groups: p.Groups}, time.Time{})
+	by := &mountwatch.Registrant{UID: p.UID, GID: p.GID, Groups: p.Groups}
+	if p.PID > 0 {
+		by.PidNS, _ = os.Readlink(filepath.Join(d.opts.ProcRoot, strconv.Itoa(int(p.PID)), "ns", "pid"))
+	}
+	m, err := d.RegisterMount(req, by, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -89,6 +95,11 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 		}
 		if alive, why := d.mountJobs.alive(reg.Job); !alive {
 			return api.Mount{}, api.NewProblem(api.CodeNotFound, "job %q %s: a mount can only be tied to a running job (POST /v1/jobs first)", reg.Job, why)
+		}
+		// Tying a mount to another uid's job would let that uid's end of the job release
+		// it, and the mount's release would follow a job its registrant does not own.
+		if owner, ok := d.mountJobs.owner(reg.Job); ok && by != nil && by.UID != 0 && by.UID != uint32(os.Geteuid()) && owner != by.UID {
+			return api.Mount{}, api.NewProblem(api.CodeForbidden, "field \"job\": job %q belongs to uid %d: a mount is tied only to a job of the uid that registers it (you are uid %d)", reg.Job, owner, by.UID)
 		}
 	}
 	w := d.current().mounts
@@ -123,7 +134,7 @@ func (d *Daemon) handleMountDelete(w http.ResponseWriter, r *http.Request) error
 		}
 		unmount = &b
 	}
-	if err := d.mayManageMount(r, name); err != nil {
+	if err := d.mayManageMount(r, name, false); err != nil {
 		return err
 	}
 	rel, err := d.releaseMount(r.Context(), name, unmount, "DELETE /v1/mounts/"+name)
@@ -165,7 +176,7 @@ func (d *Daemon) handleMountCredentials(w http.ResponseWriter, r *http.Request) 
 		return api.NewProblem(api.CodeBadRequest, "field \"expires_at\": %s is not in the future (now %s): push the renewed credential's expiry",
 			req.ExpiresAt.UTC().Format(time.RFC3339), d.now().UTC().Format(time.RFC3339))
 	}
-	if err := d.mayManageMount(r, name); err != nil {
+	if err := d.mayManageMount(r, name, true); err != nil {
 		return err
 	}
 	m, err := d.current().mounts.PushCredential(name, *req.ExpiresAt)
@@ -185,11 +196,28 @@ func (d *Daemon) handleMountCredentials(w http.ResponseWriter, r *http.Request) 
 
 // mayManageMount: a registered mount is released or pushed to by the peer that registered
 // it, root, or the daemon's own uid; another writer gets 403 (it would act on someone
-// else's session with that peer's rights).
-func (d *Daemon) mayManageMount(r *http.Request, name string) error {
+// else's session with that peer's rights). A configured mount takes pushes only from root,
+// the daemon's uid and its push_uids (issue 21: a writer's push ran root's
+// refresh_command on demand and could set an expiry that failed root's launches).
+func (d *Daemon) mayManageMount(r *http.Request, name string, push bool) error {
 	p := peerFrom(r.Context())
+	if !p.Known || p.UID == 0 || p.UID == uint32(os.Geteuid()) {
+		return nil
+	}
 	by, registered := d.current().mounts.RegisteredBy(name)
-	if !registered || !p.Known || p.UID == 0 || p.UID == uint32(os.Geteuid()) || by == nil || by.UID == p.UID {
+	if !registered {
+		if _, exists := d.current().mounts.Get(name); !exists || !push {
+			return nil // 404 follows; a release of a configured mount is refused (403) by the watcher
+		}
+		for _, m := range d.config().Mounts {
+			if m.Name == name && slices.Contains(m.PushUIDs, p.UID) {
+				return nil
+			}
+		}
+		d.logger.Warn("refused: a configured mount", "mount", name, "uid", p.UID, "pid", p.PID)
+		return api.NewProblem(api.CodeForbidden, "mount %q is configured in [[mount]]: only root may push its credentials, or a uid in its push_uids (you are uid %d)", name, p.UID)
+	}
+	if by == nil || by.UID == p.UID {
 		return nil
 	}
 	d.logger.Warn("refused: a registered mount of another uid", "mount", name, "uid", p.UID, "pid", p.PID, "registered_by", by.UID)
@@ -311,7 +339,7 @@ func requestFromRegistered(r mountwatch.Registered) savedMount {
 	}
 	s := savedMount{Registration: req, RegisteredAt: r.Reg.RegisteredAt}
 	if b := r.Reg.By; b != nil {
-		s.RegisteredBy = &api.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups}
+		s.RegisteredBy = &api.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups, PidNS: b.PidNS}
 	}
 	return s
 }
@@ -358,7 +386,7 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 		if err == nil {
 			reg.RegisteredAt = s.RegisteredAt
 			if b := s.RegisteredBy; b != nil {
-				reg.By = &mountwatch.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups}
+				reg.By = &mountwatch.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups, PidNS: b.PidNS}
 			} else {
 				// Saved before registrants were recorded, when only root's rights existed.
 				d.logger.Warn("registered mount saved without its registrant: restored as root's", "mount", s.Registration.Name)

@@ -24,6 +24,8 @@ type jobTie interface {
 	onEnd(f func(id, reason string))
 	// available says whether jobs can run here at all, and if not, why.
 	available() (bool, string)
+	// owner is the uid that owns the job (false: no such job).
+	owner(id string) (uint32, bool)
 }
 
 // managerTie is the jobs registry (package jobs) as a jobTie.
@@ -43,6 +45,8 @@ func (t managerTie) alive(id string) (bool, string) {
 func (t managerTie) onEnd(f func(id, reason string)) { t.m.OnEnd(f) }
 
 func (t managerTie) available() (bool, string) { return t.m.Available() }
+
+func (t managerTie) owner(id string) (uint32, bool) { return t.m.OwnerUID(id) }
 
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {

@@ -119,6 +119,12 @@ func TestPeerAuthorization(t *testing.T) {
 // groups (the peer credentials the daemon sees), and returns the status and the body.
 func requestAs(t *testing.T, td *testDaemon, uid, gid uint32, groups []uint32, method, path, body string) (int, string) {
 	t.Helper()
+	return requestAsIn(t, td, uid, gid, groups, "", method, path, body)
+}
+
+// requestAsIn is requestAs from a process started in the cgroup dir ("" = the test's own).
+func requestAsIn(t *testing.T, td *testDaemon, uid, gid uint32, groups []uint32, cgroup, method, path, body string) (int, string) {
+	t.Helper()
 	// The test binary lives in a 0700 build dir: copy it where another uid can run it.
 	helper := filepath.Join(td.dir, "helper.test")
 	if _, err := os.Stat(helper); err != nil {
@@ -131,6 +137,14 @@ func requestAs(t *testing.T, td *testDaemon, uid, gid uint32, groups []uint32, m
 	cmd.Env = append(os.Environ(), "SANDBOXD_HELPER_REQUEST="+method+" "+path, "SANDBOXD_HELPER_SOCKET="+td.sock,
 		"SANDBOXD_HELPER_BODY="+body)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
+	if cgroup != "" {
+		fd, err := syscall.Open(cgroup, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("open cgroup %s: %v", cgroup, err)
+		}
+		defer syscall.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper as uid %d: %v\n%s", uid, err, out)

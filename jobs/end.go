@@ -16,11 +16,24 @@ import (
 // does: SIGTERM to every process of its cgroup, SIGKILL after its grace, and, when wait is
 // set, it returns only once the cgroup is empty (or the job is leaked), or ctx ends.
 func (m *Manager) End(ctx context.Context, id, reason string, wait bool) (api.Job, error) {
+	return m.EndAs(ctx, id, reason, wait, Caller{})
+}
+
+// EndAs is End asked by by: only the job's owner, root or the daemon's uid may end it,
+// and the kill event names who asked.
+func (m *Manager) EndAs(ctx context.Context, id, reason string, wait bool, by Caller) (api.Job, error) {
 	m.mu.Lock()
 	j, ok := m.jobs[id]
 	if !ok {
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
+	}
+	if err := m.mayManageLocked(j, by, "end"); err != nil {
+		m.mu.Unlock()
+		return api.Job{}, err
+	}
+	if j.State == api.JobRunning {
+		j.askedBy = by.String()
 	}
 	if j.placing {
 		m.mu.Unlock()
@@ -54,12 +67,19 @@ func (m *Manager) startEndLocked(j *job, reason string) {
 	wg, ctx := m.wg, m.runCtx // under mu, which Run sets them under
 	wg.Add(1)
 	reason = j.Reason
+	asked := j.askedBy
 	go func() {
 		defer wg.Done()
 		// Said here, off the registry's lock: the event sink is the daemon's.
 		m.opts.Logger.Info("ending job", "job", j.ID, "reason", reason, "grace", j.Grace, "cgroup", j.Cgroup)
-		m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: "ending job: " + reason + " (SIGTERM, then SIGKILL after " + api.FormatDuration(j.Grace) + ")",
-			Fields: map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup}})
+		msg := "ending job: " + reason
+		fields := map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup}
+		if asked != "" {
+			msg += ", asked by " + asked
+			fields["asked_by"] = asked
+		}
+		m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: msg + " (SIGTERM, then SIGKILL after " + api.FormatDuration(j.Grace) + ")",
+			Fields: fields})
 		m.runEnd(ctx, j)
 	}()
 }

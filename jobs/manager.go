@@ -134,6 +134,10 @@ type job struct {
 	Heartbeats   int64         `json:"heartbeats"`
 	// Adopted marks a job the leak check made for an unleased process it ended.
 	Adopted bool `json:"adopted,omitempty"`
+	// Owner registered the job (owner.go); nil in a registry saved before owners.
+	Owner *Owner `json:"owner,omitempty"`
+
+	askedBy string // who asked for the end (DELETE), for the kill event
 
 	done    chan struct{} // closed when the job stops running or ending
 	endOnce bool          // an ending goroutine was started
@@ -309,7 +313,7 @@ func (m *Manager) viewLocked(j *job) api.Job {
 	v := api.Job{ID: j.ID, Site: j.Site, PID: j.PID, Cgroup: j.Cgroup, State: j.State, Reason: j.Reason,
 		StartedAt: j.StartedAt, LeaseExpiresAt: wall(j.LeaseBoot), DeadlineAt: wall(j.DeadlineBoot),
 		TTLSeconds: j.TTL.Seconds(), GraceSeconds: j.Grace.Seconds(), Heartbeats: j.Heartbeats,
-		Labels: j.Labels}
+		Labels: j.Labels, Owner: m.ownerView(j)}
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
 	}

@@ -118,9 +118,10 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 
 	m.mu.Lock()
 	if old, ok := m.jobs[req.ID]; ok && (old.live() || old.State == api.JobLeaked) {
+		owner := m.ownerUIDLocked(old)
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, since %s)",
-			req.ID, old.State, old.PID, old.StartedAt.Format(time.RFC3339))
+		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, owner uid %d, since %s)",
+			req.ID, old.State, old.PID, owner, old.StartedAt.Format(time.RFC3339))
 	}
 	live := 0
 	for _, j := range m.jobs {
@@ -135,7 +136,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409.
 	j := &job{ID: req.ID, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
 		Cgroup: filepath.Join(m.root, "jobs", req.ID),
-		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true}
+		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true, Owner: ownerOf(by, m.opts.ProcRoot)}
 	delete(m.jobs, req.ID)
 	m.jobs[req.ID] = j
 	m.mu.Unlock()
@@ -303,11 +304,23 @@ func (m *Manager) ensureRoot() error {
 
 // Heartbeat renews id's lease by extend (0: the job's ttl), never past its max_lifetime.
 func (m *Manager) Heartbeat(id string, extend time.Duration) (api.Job, error) {
+	return m.HeartbeatAs(id, extend, Caller{})
+}
+
+// HeartbeatAs is Heartbeat asked by by: only the job's owner, root or the daemon's uid,
+// and never from a process inside the job's own cgroup (owner.go).
+func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
 	if !ok {
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
+	}
+	if err := m.mayManageLocked(j, by, "heartbeat"); err != nil {
+		return api.Job{}, err
+	}
+	if err := m.inOwnJobLocked(j, by); err != nil {
+		return api.Job{}, err
 	}
 	if j.State != api.JobRunning {
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "job %q has ended (state %s, reason %s): a heartbeat cannot bring it back", id, j.State, j.Reason)

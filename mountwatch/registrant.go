@@ -30,6 +30,9 @@ import (
 type Registrant struct {
 	UID, GID uint32
 	Groups   []uint32
+	// PidNS is the registering process's pid namespace ("pid:[4026531836]"), for the
+	// record; "" when it could not be read.
+	PidNS string
 }
 
 // ErrForbidden: the registrant could not do itself what the registration asks: 403.
@@ -55,7 +58,7 @@ func (r *Registrant) api() *api.Registrant {
 	if r == nil {
 		return nil
 	}
-	return &api.Registrant{UID: r.UID, GID: r.GID, Groups: append([]uint32{}, r.Groups...)}
+	return &api.Registrant{UID: r.UID, GID: r.GID, Groups: append([]uint32{}, r.Groups...), PidNS: r.PidNS}
 }
 
 func (r *Registrant) String() string {

@@ -166,6 +166,9 @@ type Mount struct {
 	MaxRemountsPerHour int64         `toml:"max_remounts_per_hour"`
 	Links              []Link        `toml:"links"`
 	Guard              bool          `toml:"guard"`
+	// PushUIDs may push this mount's credentials (PUT /v1/mounts/{name}/credentials)
+	// besides root and the daemon's uid (issue 21).
+	PushUIDs []uint32 `toml:"push_uids"`
 }
 
 // Link is a symlink into a mount that the daemon keeps in place.

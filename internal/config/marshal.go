@@ -125,6 +125,11 @@ func Marshal(c *Config) ([]byte, error) {
 		}
 		w.kv("links", "["+strings.Join(links, ", ")+"]")
 		w.kv("guard", strconv.FormatBool(m.Guard))
+		uids := make([]string, len(m.PushUIDs))
+		for i, u := range m.PushUIDs {
+			uids[i] = strconv.FormatUint(uint64(u), 10)
+		}
+		w.kv("push_uids", "["+strings.Join(uids, ", ")+"]")
 	}
 
 	w.header("[mounts]")

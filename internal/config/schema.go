@@ -139,6 +139,7 @@ func mountFields(m *Mount) []field {
 		{"max_remounts_per_hour", integer(&m.MaxRemountsPerHour)},
 		{"links", entries(&m.Links, func() Link { return Link{} }, linkFields, "path", "target")},
 		{"guard", boolean(&m.Guard)},
+		{"push_uids", uidList(&m.PushUIDs)},
 	}
 }
 

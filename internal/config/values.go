@@ -101,6 +101,26 @@ func integer(p *int64) setter {
 	}
 }
 
+// uidList stores a list of numeric uids (0 to 4294967294).
+func uidList(p *[]uint32) setter {
+	return func(_ *decoder, _ string, v any) error {
+		a, ok := v.([]any)
+		if !ok {
+			return errors.New("want an array of numeric uids")
+		}
+		var out []uint32
+		for i, e := range a {
+			n, ok := e.(int64)
+			if !ok || n < 0 || n >= 1<<32-1 {
+				return fmt.Errorf("element %d is not a uid: want an array of integers from 0 to 4294967294", i)
+			}
+			out = append(out, uint32(n))
+		}
+		*p = out
+		return nil
+	}
+}
+
 func count(p *uint64) setter {
 	return func(_ *decoder, _ string, v any) error {
 		n, ok := v.(int64)
