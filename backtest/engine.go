@@ -175,9 +175,9 @@ func (e *Engine) Step(t time.Time, s Sample) []Event {
 		e.nextPoll = t.Add(e.cfg.PollInterval)
 		e.reclaimTick(t, fig)
 	}
-	e.state.FillingUp = e.tr.Condition(api.CondDiskFillingUp).Status
-	e.state.Pressure = e.tr.Condition(api.CondDiskPressure).Status || e.tr.Condition(api.CondInodePressure).Status
-	e.state.Replace = e.tr.Condition(api.CondReplaceRecommended).Status
+	e.state.FillingUp = e.tr.True(api.CondDiskFillingUp)
+	e.state.Pressure = e.tr.True(api.CondDiskPressure) || e.tr.True(api.CondInodePressure)
+	e.state.Replace = e.tr.True(api.CondReplaceRecommended)
 	switch {
 	case e.state.Replace || fig.BelowReplace():
 		e.state.Verdict = api.VerdictReplace

@@ -142,3 +142,38 @@ func (cs *condSet) anyTrue(subject string) bool {
 	}
 	return false
 }
+
+// pressureStates returns the states of pressureTypes about subject (ok false: not all
+// seen yet). They stay valid until forget(subject).
+func (cs *condSet) pressureStates(subject string) (out [4]*condState, ok bool) {
+	for i, typ := range pressureTypes {
+		if out[i] = cs.m[condKey{typ, subject}]; out[i] == nil {
+			return out, false
+		}
+	}
+	return out, true
+}
+
+// wouldFlip reports whether observing raws (the raw signals of the states sts, from
+// pressureStates) at now would flip any of them.
+func (cs *condSet) wouldFlip(now time.Time, sts *[4]*condState, raws [4]bool) bool {
+	for i, st := range sts {
+		switch {
+		case raws[i] && !st.c.Status:
+			return true
+		case !raws[i] && st.c.Status && now.Sub(st.lastTrue) >= cs.transition:
+			return true
+		}
+	}
+	return false
+}
+
+// touch records that the true signals among raws were true at now, as observe does,
+// leaving messages as they are.
+func touch(now time.Time, sts *[4]*condState, raws [4]bool) {
+	for i, st := range sts {
+		if raws[i] {
+			st.lastTrue = now
+		}
+	}
+}

@@ -56,7 +56,7 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	}
 	out = append(out, inode)
 
-	out = append(out, fillingUp(f, r, warn, space, sev, fields))
+	out = append(out, fillingUp(f, warn, space, sev, fields))
 
 	repl := signal{typ: api.CondReplaceRecommended, subject: subject, severity: sevCritical, fields: fields}
 	switch {
@@ -79,15 +79,13 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	return out
 }
 
-// fillingUp is DiskFillingUp: the predicted time to full is under warn_time_to_full, gated
-// by a static level (avail under twice the reclaim threshold) so that slow noise on a
-// roomy disk never warns (node-mixin gates predict_linear by avail/size < 40%).
-func fillingUp(f api.Filesystem, r resolved, warn time.Duration, space, sev string, fields map[string]any) signal {
+// fillingUp is DiskFillingUp: the predicted time to full is under warn_time_to_full. There
+// is no static gate (it was: free space under twice the reclaim threshold, after
+// node-mixin's avail/size < 40%): the prediction exists only when a window's trend is
+// significant (growth), which is what keeps slow noise on a roomy disk from warning,
+// and a gate kept a 1 GiB/s writer on a large disk quiet until the wall (issue 24).
+func fillingUp(f api.Filesystem, warn time.Duration, space, sev string, fields map[string]any) signal {
 	s := signal{typ: api.CondDiskFillingUp, subject: f.Path, severity: sev, fields: fields}
-	gate := r.reclaim * 2
-	if r.reclaim > math.MaxUint64/2 {
-		gate = math.MaxUint64
-	}
 	pred := f.PredictedFullSeconds
 	switch {
 	case warn <= 0:
@@ -97,16 +95,12 @@ func fillingUp(f api.Filesystem, r resolved, warn time.Duration, space, sev stri
 		s.message = fmt.Sprintf("%s and is not filling", space)
 	case *pred >= warn.Seconds():
 		s.reason = "FullLaterThanWarnTime"
-		s.message = fmt.Sprintf("%s, filling at %s/s: full in %s, later than filesystem.warn_time_to_full %s",
-			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), api.FormatSeconds(*pred), shortDuration(warn))
-	case f.AvailBytes >= gate:
-		s.reason = "AvailAboveFillingGate"
-		s.message = fmt.Sprintf("%s, filling at %s/s (full in %s) but still at or above twice the reclaim threshold (%s)",
-			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), api.FormatSeconds(*pred), api.FormatSize(gate))
+		s.message = fmt.Sprintf("%s, filling at %s/s over the last %s: full in %s, later than filesystem.warn_time_to_full %s",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), shortDuration(f.GrowthWindow.D()), api.FormatSeconds(*pred), shortDuration(warn))
 	default:
 		s.raw, s.reason = true, "PredictedFull"
-		s.message = fmt.Sprintf("%s, filling at %s/s: full in %s, under filesystem.warn_time_to_full %s",
-			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), api.FormatSeconds(*pred), shortDuration(warn))
+		s.message = fmt.Sprintf("%s, filling at %s/s over the last %s: full in %s, under filesystem.warn_time_to_full %s",
+			space, api.FormatSize(uint64(f.GrowthBytesPerSecond)), shortDuration(f.GrowthWindow.D()), api.FormatSeconds(*pred), shortDuration(warn))
 	}
 	return s
 }

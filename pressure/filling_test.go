@@ -14,9 +14,9 @@ import (
 	"github.com/sandboxd/sandboxd/internal/units"
 )
 
-// fillingWatcher watches a 128 MiB tmpfs: reclaim below 8 MiB, lead time 1m (so 400 KiB/s
-// of writes makes the adaptive threshold 24 MiB and the static gate 48 MiB), warn when
-// full within an hour.
+// fillingWatcher watches a 128 MiB tmpfs sampled every 10 s: reclaim below 8 MiB, lead
+// time 1m (so 200 KiB/s of writes makes the adaptive threshold 12 MiB), warn when full
+// within an hour. The fast window is 160 s (16 samples), the growth window 4m.
 func fillingWatcher(t *testing.T) (string, *fakeClock, *Watcher) {
 	dir := testenv.Tmpfs(t, 128<<20, 0)
 	clk := newFakeClock()
@@ -29,60 +29,65 @@ func fillingWatcher(t *testing.T) (string, *fakeClock, *Watcher) {
 		SampleInterval:   10 * time.Second,
 		TransitionPeriod: time.Minute,
 		LeadTime:         time.Minute,
-		GrowthWindow:     5 * time.Minute, // writes that stop clear the rate after 1m
+		GrowthWindow:     4 * time.Minute,
 		Now:              clk.Now,
 	})
 	return dir, clk, w
 }
 
+// A steady fill of 2 MiB per 10 s sample: a prediction within max(10 s, 20 samples) of
+// the start, DiskFillingUp as soon as it is under warn_time_to_full (there is no static
+// gate any more: issue 24), the adaptive threshold only once the growth window holds
+// the trend.
 func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
 	dir, clk, w := fillingWatcher(t)
 	sample(t, w)
 	var fig api.Filesystem
-	for i := 0; ; i++ {
-		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 4<<20); err != nil {
+	raised := -1
+	for i := 0; i < 45; i++ {
+		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 2<<20); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(10 * time.Second)
 		fig = sample(t, w)
-		if i < 5 {
-			// The window must span two levels (30 s each here) before it has a rate.
-			if c := cond(t, w, api.CondDiskFillingUp, dir); c.Status {
-				t.Fatalf("step %d: DiskFillingUp before any rate: %s", i, c.Message)
+		up := cond(t, w, api.CondDiskFillingUp, dir)
+		if fig.PredictedFullSeconds == nil {
+			if i >= 20 {
+				t.Fatalf("step %d: no prediction 20 samples into a steady fill (growth %v)", i, fig.GrowthBytesPerSecond)
+			}
+			if up.Status {
+				t.Fatalf("step %d: DiskFillingUp without a prediction: %s", i, up.Message)
 			}
 			continue
 		}
-		if fig.PredictedFullSeconds == nil {
-			t.Fatalf("step %d: no prediction under a steady fill (growth %v)", i, fig.GrowthBytesPerSecond)
-		}
-		if want := float64(4<<20) / 10; math.Abs(fig.GrowthBytesPerSecond-want) > want*0.05 {
+		if want := float64(2<<20) / 10; math.Abs(fig.GrowthBytesPerSecond-want) > want*0.05 {
 			t.Fatalf("step %d: growth %v B/s, want about %v", i, fig.GrowthBytesPerSecond, want)
 		}
 		if want := float64(fig.AvailBytes) / fig.GrowthBytesPerSecond; math.Abs(*fig.PredictedFullSeconds-want) > 1 {
 			t.Fatalf("predicted %v s, want %v", *fig.PredictedFullSeconds, want)
 		}
-		up := cond(t, w, api.CondDiskFillingUp, dir)
+		if fig.GrowthWindow.D() <= 0 {
+			t.Fatalf("step %d: a prediction with no growth_window", i)
+		}
 		// One duration style (issue 14 item 6): the message renders the prediction as
 		// `sandboxd status` does ("full in 5h48m"), with no "about" and no "1h0m0s".
 		if want := "full in " + api.FormatSeconds(*fig.PredictedFullSeconds); !strings.Contains(up.Message, want) ||
 			strings.Contains(up.Message, "about") || strings.Contains(up.Message, "h0m") || strings.Contains(up.Message, "m0s") {
 			t.Fatalf("step %d: DiskFillingUp message %q, want %q in the one duration style", i, up.Message, want)
 		}
-		gated := fig.AvailBytes >= 2*fig.ReclaimThresholdBytes
-		if up.Status == gated {
-			t.Fatalf("step %d: DiskFillingUp %v at %s free, gate %s: %s", i, up.Status,
-				api.FormatSize(fig.AvailBytes), api.FormatSize(2*fig.ReclaimThresholdBytes), up.Message)
+		if !up.Status {
+			t.Fatalf("step %d: full in %.0f s, under warn_time_to_full 1h, but DiskFillingUp false: %s", i, *fig.PredictedFullSeconds, up.Message)
 		}
-		if up.Status {
+		if raised < 0 {
+			raised = i
 			t.Logf("raised at step %d: %s", i, up.Message)
+		}
+		if fig.ReclaimThresholdBytes > 8<<20 {
 			break
 		}
-		if i > 30 {
-			t.Fatal("never raised")
-		}
 	}
-	if fig.ReclaimThresholdBytes <= 8<<20 || fig.ReclaimThresholdWhy == "" {
-		t.Errorf("adaptive threshold %d (%q), want above the configured 8 MiB", fig.ReclaimThresholdBytes, fig.ReclaimThresholdWhy)
+	if fig.ReclaimThresholdBytes <= 8<<20 || !strings.HasPrefix(fig.ReclaimThresholdWhy, "growth") {
+		t.Errorf("adaptive threshold %d (%q), want above the configured 8 MiB once the growth window holds the fill", fig.ReclaimThresholdBytes, fig.ReclaimThresholdWhy)
 	}
 
 	// sandboxd's reclaim frees space in jumps (announced as its own) while writes go on:
@@ -125,7 +130,7 @@ func TestDiskFillingUpUnderSteadyFill(t *testing.T) {
 
 func TestNotFillingOnFlatOrFallingLine(t *testing.T) {
 	dir, clk, w := fillingWatcher(t)
-	for i := 0; i < 28; i++ { // below the gate before the watch starts
+	for i := 0; i < 28; i++ { // 112 MiB of 128 used before the watch starts
 		if err := testenv.Fill(filepath.Join(dir, fmt.Sprint(i)), 4<<20); err != nil {
 			t.Fatal(err)
 		}

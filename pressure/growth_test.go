@@ -19,7 +19,7 @@ func TestGrowthIsNetOfOwnChanges(t *testing.T) {
 		s++
 		avail += delta
 		g.add(at(s), uint64(avail))
-		return g.rate(at(s))
+		return g.estimate(at(s)).rate
 	}
 	// sandboxd writes its 256 MiB reserve, announced first, seen over two samples.
 	g.add(at(0), uint64(avail))
@@ -50,7 +50,7 @@ func TestGrowthIsNetOfOwnChanges(t *testing.T) {
 	}
 	// A storm of launches, each a Measure and so a sample, between two ticks: the history
 	// stays (the cap on points would otherwise leave a window of a moment, and no rate).
-	before := g.rate(at(s))
+	before := g.estimate(at(s)).rate
 	for i := 0; i < 10_000; i++ {
 		g.add(at(s).Add(time.Duration(i+1)*50*time.Microsecond), uint64(avail))
 	}
@@ -67,18 +67,70 @@ func TestGrowthIsNetOfOwnChanges(t *testing.T) {
 	}
 }
 
-// BenchmarkGrowthRate is the growth part of one sample with the default window full
-// (10m of 1 s samples), beside the statfs that every sample makes anyway.
+// BenchmarkGrowthRate is the growth part of one sample with the default windows full
+// (10m of 1 s samples), beside the statfs that every sample makes anyway and the
+// estimator issue 24 replaced (old-*): "sample" is a new sample and its estimate, as
+// the sampling loop takes it; "launch" a Measure within half an interval of the last
+// sample (a storm of launches), which the windows do not take; "churn" a sample of a
+// filesystem under net-zero churn.
 func BenchmarkGrowthRate(b *testing.B) {
-	g := newGrowth(10*time.Minute, time.Second)
 	t0 := time.Unix(1_000_000, 0)
-	for i := 0; i < 700; i++ {
-		g.add(t0.Add(time.Duration(i)*time.Second), uint64(1<<30-i<<20))
+	const warm = 700
+	fill := func(i int) uint64 { return uint64(1<<30 - i<<20) }
+	churn := func(i int) uint64 { return uint64(1<<30 - (i%3)*50<<20) }
+	for _, c := range []struct {
+		name  string
+		avail func(int) uint64
+	}{{"sample", fill}, {"churn", churn}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := newGrowth(10*time.Minute, time.Second)
+			i := 0
+			for ; i < warm; i++ {
+				g.add(t0.Add(time.Duration(i)*time.Second), c.avail(i))
+			}
+			for b.Loop() {
+				at := t0.Add(time.Duration(i) * time.Second)
+				g.add(at, c.avail(i))
+				g.estimate(at)
+				i++
+			}
+		})
+		b.Run("old-"+c.name, func(b *testing.B) {
+			g := newOldGrowth(10*time.Minute, time.Second)
+			i := 0
+			for ; i < warm; i++ {
+				g.add(t0.Add(time.Duration(i)*time.Second), c.avail(i))
+			}
+			for b.Loop() {
+				at := t0.Add(time.Duration(i) * time.Second)
+				g.add(at, c.avail(i))
+				g.rate(at)
+				i++
+			}
+		})
 	}
-	now := t0.Add(699 * time.Second)
-	b.Run("rate", func(b *testing.B) {
+	b.Run("launch", func(b *testing.B) {
+		g := newGrowth(10*time.Minute, time.Second)
+		for i := 0; i < warm; i++ {
+			g.add(t0.Add(time.Duration(i)*time.Second), fill(i))
+		}
+		at := t0.Add(warm * time.Second)
 		for b.Loop() {
-			g.rate(now)
+			at = at.Add(time.Microsecond)
+			g.add(at, fill(warm))
+			g.estimate(at)
+		}
+	})
+	b.Run("old-launch", func(b *testing.B) {
+		g := newOldGrowth(10*time.Minute, time.Second)
+		for i := 0; i < warm; i++ {
+			g.add(t0.Add(time.Duration(i)*time.Second), fill(i))
+		}
+		at := t0.Add(warm * time.Second)
+		for b.Loop() {
+			at = at.Add(time.Microsecond)
+			g.add(at, fill(warm))
+			g.rate(at)
 		}
 	})
 	b.Run("statfs", func(b *testing.B) {

@@ -157,8 +157,11 @@ func TestOwnReclaimDoesNotResetGrowth(t *testing.T) {
 				if own && math.Abs(g-rate) > 0.3*rate {
 					t.Fatalf("second %d: growth %s/s while sandboxd reclaims under a 5 MiB/s writer", i, api.FormatSize(uint64(g)))
 				}
-				// The user's frees make the net 2 MiB/s, read through a sawtooth of 30 MiB.
-				if !own && (g <= 0 || g > 0.6*rate) {
+				// The user's frees make the net 2 MiB/s, read through a sawtooth of 30 MiB:
+				// the growth window reads 2 MiB/s, the fast one (16 s, the prediction's when
+				// its trend is significant) the net of its own span, 1.25 to 3.1 MiB/s;
+				// never the writer's 5 MiB/s (issue 24).
+				if !own && (g <= 0 || g > 0.65*rate) {
 					t.Fatalf("second %d: growth %s/s, want the net of the writer and the user's frees (about 2 MiB/s)", i, api.FormatSize(uint64(g)))
 				}
 			}

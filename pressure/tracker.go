@@ -12,12 +12,14 @@ import (
 // runs the very code a Watcher runs on each answered statfs (fsState.step); sandboxd
 // backtest and the fleet simulator drive it from a recorded or simulated series.
 //
-// A Tracker is not safe for concurrent use; it allocates only when a condition flips (the
-// event) or while one is true (its message follows the figures).
+// A Tracker is not safe for concurrent use. It renders the conditions' messages only when
+// one flips (a true condition keeps the message and severity of its last flip), so a
+// sample that changes no condition allocates nothing.
 type Tracker struct {
 	fs     *fsState
 	conds  *condSet
 	lead   time.Duration
+	lazy   lazyStates // a Tracker's condSet never forgets
 	events []api.Event
 }
 
@@ -45,7 +47,7 @@ func (t *Tracker) Sample(f api.Filesystem) (api.Filesystem, []api.Event) {
 	if f.UsedRatio == 0 {
 		f.UsedRatio = api.UsedRatioOf(f.SizeBytes, f.FreeBytes, f.AvailBytes)
 	}
-	t.events = t.fs.step(f, t.conds, t.lead, t.events[:0])
+	t.events = t.fs.step(f, t.conds, t.lead, &t.lazy, t.events[:0])
 	return t.fs.fig, t.events
 }
 
@@ -71,6 +73,19 @@ func (t *Tracker) Condition(typ string) api.Condition {
 		return st.c
 	}
 	return api.Condition{Type: typ, Subject: t.fs.cfg.Path}
+}
+
+// True reports whether the condition typ of the filesystem is true, without the lookup
+// of Condition for the four pressure types.
+func (t *Tracker) True(typ string) bool {
+	if t.lazy.ok {
+		for i, p := range pressureTypes {
+			if p == typ {
+				return t.lazy.sts[i].c.Status
+			}
+		}
+	}
+	return t.Condition(typ).Status
 }
 
 // Conditions returns every condition seen, true or false, in first-seen order.

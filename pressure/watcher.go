@@ -39,6 +39,10 @@ type fsState struct {
 	sampled bool // a first sample was taken (figures or an error)
 	growth  *growth
 	retuned bool // thresholds changed by Reconfigure: evaluate the next sample in full
+	// thr is the last resolved thresholds, for thrKey (thrOK: there is one).
+	thr    resolved
+	thrKey thrKey
+	thrOK  bool
 }
 
 // New returns a Watcher for opts (defaults applied). Paths are cleaned and made absolute.
@@ -220,7 +224,7 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 		f.ReserveReleasedBytes = w.opts.ReserveReleasedBytes(fs.cfg.Path)
 	}
 	fs.dev = c.dev
-	return fs.step(f, w.conds, w.opts.LeadTime, nil)
+	return fs.step(f, w.conds, w.opts.LeadTime, nil, nil)
 }
 
 func (w *Watcher) emit(events []api.Event) {
