@@ -25,6 +25,7 @@ type child struct {
 
 	mu     sync.Mutex // guards out, err, end
 	out    *lockedBuffer
+	errOut *lockedBuffer // stderr, when kept apart (separate)
 	err    error
 	end    time.Time
 	killed bool
@@ -56,8 +57,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // startChild starts argv (as cred when non-nil) in its own process group, kills the group
-// at timeout and reaps it in a goroutine.
-func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig bool) (*child, error) {
+// at timeout and reaps it in a goroutine. With separate, stderr goes to c.errOut.
+func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig bool, separate ...bool) (*child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
@@ -65,6 +66,10 @@ func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, 
 	c := &child{expired: make(chan struct{}), reaped: make(chan struct{}), out: &lockedBuffer{}}
 	cmd.Stdout = c.out
 	cmd.Stderr = c.out
+	if len(separate) > 0 && separate[0] {
+		c.errOut = &lockedBuffer{}
+		cmd.Stderr = c.errOut
+	}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if deathSig {
@@ -123,27 +128,34 @@ func (c *child) isExpired() bool {
 }
 
 // runCommand runs argv (as cred when non-nil: a registered mount's commands run as the
-// peer who registered it) to completion within timeout and returns its trimmed output. A
-// child that cannot be reaped after the kill is left to its reaper goroutine.
+// peer who registered it) to completion within timeout and returns its trimmed standard
+// output, for the caller to parse and never to store (a refresh_command prints the
+// credentials themselves). An error names the command (redacted) and carries at most the
+// first line of its stderr, redacted (redact.go). A child that cannot be reaped after the
+// kill is left to its reaper goroutine.
 func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration) (string, error) {
-	c, err := startChild(argv, cred, timeout, false)
+	c, err := startChild(argv, cred, timeout, false, true)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w", redactedErr(err))
 	}
+	name := strings.Join(redactArgv(argv), " ")
 	if c.wait() {
 		select {
 		case <-c.reaped:
 		case <-time.After(2 * time.Second):
 		}
-		return strings.TrimSpace(c.out.String()), fmt.Errorf("%s: timed out after %s", strings.Join(argv, " "), api.FormatDuration(timeout))
+		return strings.TrimSpace(c.out.String()), fmt.Errorf("%s: timed out after %s", name, api.FormatDuration(timeout))
 	}
 	out, _, err := c.result()
 	out = strings.TrimSpace(out)
 	if err != nil {
-		if len(out) > 300 {
-			out = out[len(out)-300:]
+		if line := firstLine(c.errOut.String()); line != "" {
+			return out, fmt.Errorf("%s: %w: %s", name, err, line)
 		}
-		return out, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
+		return out, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
 }
+
+// redactedErr is err with its text redacted (an exec error names the program).
+func redactedErr(err error) error { return errors.New(redact(err.Error())) }

@@ -217,7 +217,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 		add2(w.counters.Refreshes, m.cfg.Name, "observed")
 		m.credNextTry = time.Now().Add(w.backoffStep(&m.credBackoff))
 		w.mu.Unlock()
-		w.emit(api.EventCredential, m.cfg.Name, "observe mode: would run refresh_command ("+why+")", map[string]any{"command": m.cfg.RefreshCommand})
+		w.emit(api.EventCredential, m.cfg.Name, "observe mode: would run refresh_command ("+why+")", map[string]any{"command": redactArgv(m.cfg.RefreshCommand)})
 		act.Status = api.ActionObserved
 		return act, false
 	}
@@ -241,8 +241,9 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 			if registered {
 				w.changed()
 			}
-			w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credentials refreshed (%s); now expire at %s", why, c.expires.UTC().Format(time.RFC3339)),
-				map[string]any{"result": "ok", "expires_at": c.expires, "output": out})
+			// The output is the credential itself (credential_process): never stored.
+			w.emit(api.EventCredential, m.cfg.Name, fmt.Sprintf("credentials refreshed (%s), expires at %s", why, c.expires.UTC().Format(time.RFC3339)),
+				map[string]any{"result": "ok", "expires_at": c.expires})
 			act.Status = api.ActionDone
 			return act, true
 		}

@@ -120,11 +120,10 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 		}
 		w.emit(api.EventRemount, name, "restarted unit "+m.cfg.RemountUnit, map[string]any{"unit": m.cfg.RemountUnit})
 	} else {
-		out, err := runCommand(m.cfg.RemountCommand, m.by().cred(), w.opts.CommandTimeout)
-		if err != nil {
+		if _, err := runCommand(m.cfg.RemountCommand, m.by().cred(), w.opts.CommandTimeout); err != nil {
 			return fmt.Errorf("remount_command: %w", err)
 		}
-		w.emit(api.EventCommand, name, "ran remount_command", map[string]any{"command": m.cfg.RemountCommand, "output": out})
+		w.emit(api.EventCommand, name, "ran remount_command", map[string]any{"command": redactArgv(m.cfg.RemountCommand)})
 	}
 	if err := w.waitEntry(ctx, m, oldID); err != nil {
 		return err
