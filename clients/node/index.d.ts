@@ -112,7 +112,7 @@ export declare class Client {
   readonly timeout: number;
   close(): void;
   request<T = unknown>(method: string, path: string, body?: unknown, opts?: { timeout?: number; acceptUnavailable?: boolean }): Promise<T>;
-  livez(): Promise<{ status: string; reason?: string }>;
+  livez(): Promise<Livez>;
   status(): Promise<Status>;
   /** A critical sandbox's 503 is returned (status "critical"), not thrown. */
   health(): Promise<Health>;
@@ -254,6 +254,7 @@ export interface Link {
 }
 
 export interface Mount {
+  credential_error?: string;
   credential_expires_at?: string | null;
   errno?: string;
   fstype?: string;
@@ -269,12 +270,13 @@ export interface Mount {
   required?: boolean;
   since?: string;
   source?: string;
-  state?: "healthy" | "denied" | "hung" | "disconnected" | "missing" | "remounting";
+  state?: "healthy" | "denied" | "hung" | "disconnected" | "missing" | "remounting" | "";
 }
 
 export interface MountList {
   max_registered?: number;
   mounts?: Mount[];
+  quarantined?: { job?: string; name?: string; path?: string; quarantined_at?: string; reason?: string; registered_by?: { gid?: number; groups?: number[]; uid?: number } }[];
   registered?: number;
 }
 
@@ -291,7 +293,7 @@ export interface Condition {
   since?: string;
   status?: boolean;
   subject?: string;
-  type?: "DiskPressure" | "InodePressure" | "DiskFillingUp" | "ReplaceRecommended" | "MountUnavailable" | "SiteProblem" | "ReserveReleased" | "JobOverdue" | "FilesystemUnavailable" | "StateNotPersistent";
+  type?: "DiskPressure" | "InodePressure" | "DiskFillingUp" | "ReplaceRecommended" | "MountUnavailable" | "SiteProblem" | "ReserveReleased" | "JobOverdue" | "FilesystemUnavailable" | "StateNotPersistent" | "CacheThrashing";
 }
 
 export interface Action {
@@ -327,6 +329,7 @@ export interface Health {
 
 export interface Status {
   api_version?: number;
+  caches?: CacheRoot[] | null;
   conditions?: Condition[];
   features?: string[];
   filesystems?: Filesystem[];
@@ -334,12 +337,14 @@ export interface Status {
   mode?: "enforce" | "observe";
   mounts?: Mount[];
   offline?: boolean;
+  other_fuse_mounts?: Mount[] | null;
   ready?: boolean;
   reclaim?: ReclaimRun | null;
   sites?: Site[];
   started_at?: string;
   state?: StateInfo;
   version?: string;
+  warnings?: string[];
 }
 
 export interface LaunchResponse {
@@ -386,6 +391,25 @@ export interface ProblemDocument {
   warnings?: string[];
 }
 
+export interface CacheRoot {
+  declared?: boolean;
+  estimated_bytes?: number;
+  estimated_files?: number;
+  kind?: string;
+  ladder?: "gc" | "entries" | "all";
+  name?: string;
+  order?: number;
+  owner_uid?: number;
+  partial?: boolean;
+  path?: string;
+  problem?: string;
+  sized_at?: string | null;
+}
+
+export interface Livez {
+  reason?: string;
+  status: string;
+}
 
 export interface StateInfo {
   dir?: string;

@@ -16,11 +16,12 @@ from ._errors import (CODES, Conflict, Forbidden, HeartbeatFailed, Internal, Inv
 from ._http import DEFAULT_SOCKET, SOCKET_ENV
 from .aio import AsyncClient, AsyncJob
 from .client import Client, Job
+from .types import JobInfo, Mount, ProblemDocument, Status
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Job", "AsyncClient", "AsyncJob", "Problem", "InvalidRequest", "Forbidden", "NotFound",
     "Conflict", "OutOfSpace", "Unavailable", "Internal", "Unreachable", "HeartbeatFailed", "CODES",
-    "DEFAULT_SOCKET", "SOCKET_ENV", "Duration",
+    "DEFAULT_SOCKET", "SOCKET_ENV", "Duration", "JobInfo", "Mount", "ProblemDocument", "Status",
 ]

@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, Generator, Optional, Sequence
 from . import _duration
 from ._duration import Duration
 from ._errors import HeartbeatFailed, NotFound
-from .client import JSON, Client, Job
+from . import types as t
+from .client import Client, Job
 
 
 def _async(name: str) -> Any:
@@ -134,7 +135,7 @@ class AsyncJob:
         return self._require().process
 
     @property
-    def info(self) -> JSON:
+    def info(self) -> t.JobInfo:
         return self._require().info
 
     @property
@@ -154,7 +155,7 @@ class AsyncJob:
             except asyncio.CancelledError:
                 pass
 
-    async def end(self, wait: bool = True) -> JSON:
+    async def end(self, wait: bool = True) -> t.JobInfo:
         """End the job and, with wait, return once its cgroup is empty. Idempotent."""
         await self.stop_heartbeats()
         return await asyncio.to_thread(self._require().end, wait)

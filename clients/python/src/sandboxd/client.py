@@ -11,6 +11,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _duration
+from . import types as t
 from ._duration import Duration
 from ._errors import HeartbeatFailed, NotFound, Problem
 from ._http import Transport, socket_path
@@ -79,22 +80,22 @@ class Client:
         return self._t.request(method, path, body, timeout)
 
     # --- the daemon and the sandbox -------------------------------------------------
-    def livez(self) -> JSON:
+    def livez(self) -> t.Livez:
         return self._t.request("GET", "/livez")
 
-    def status(self) -> JSON:
+    def status(self) -> t.Status:
         return self._t.request("GET", "/v1/status")
 
-    def health(self) -> JSON:
+    def health(self) -> t.Health:
         """GET /v1/health; a critical sandbox answers 503, returned here with status "critical"."""
         return self._t.request("GET", "/v1/health", accept_unavailable=True)
 
-    def events(self, since: int = 0) -> JSON:
+    def events(self, since: int = 0) -> t.EventsPage:
         return self._t.request("GET", f"/v1/events?since={int(since)}")
 
     def launch(self, site: Optional[str] = None, need_bytes: Optional[Size] = None,
                need_inodes: Optional[int] = None, mounts: Optional[Sequence[str]] = None,
-               deadline: Optional[Duration] = None) -> JSON:
+               deadline: Optional[Duration] = None) -> t.LaunchResponse:
         """POST /v1/launch: the write-site check before a command (raises OutOfSpace, ...)."""
         body = _drop_none({"site": site, "need_bytes": need_bytes, "need_inodes": need_inodes,
                            "mounts": list(mounts) if mounts is not None else None,
@@ -102,12 +103,12 @@ class Client:
         d = _duration.seconds(deadline) if deadline is not None else 2.0
         return self._t.request("POST", "/v1/launch", body, timeout=max(self.timeout, d + 1))
 
-    def resume(self, deadline: Optional[Duration] = None, **fields: Any) -> JSON:
+    def resume(self, deadline: Optional[Duration] = None, **fields: Any) -> t.ReclaimRun:
         body = _drop_none({"deadline": _duration.go(deadline) if deadline is not None else None, **fields})
         d = _duration.seconds(deadline) if deadline is not None else 30.0
         return self._t.request("POST", "/v1/resume", body, timeout=max(self.timeout, d + 1))
 
-    def reclaim(self, dry_run: bool = True, target_free: Optional[Size] = None, **fields: Any) -> JSON:
+    def reclaim(self, dry_run: bool = True, target_free: Optional[Size] = None, **fields: Any) -> t.ReclaimRun:
         """POST /v1/reclaim; a dry run (the default here) plans and changes nothing."""
         body = _drop_none({"dry_run": dry_run, "target_free": target_free, **fields})
         return self._t.request("POST", "/v1/reclaim", body, timeout=max(self.timeout, 61))
@@ -116,7 +117,7 @@ class Client:
     def register_job(self, pid: int, id: Optional[str] = None, ttl: Optional[Duration] = None,
                      site: Optional[str] = None, lease: Optional[str] = None,
                      max_lifetime: Optional[Duration] = None, grace: Optional[Duration] = None,
-                     labels: Optional[Mapping[str, str]] = None) -> JSON:
+                     labels: Optional[Mapping[str, str]] = None) -> t.JobInfo:
         """POST /v1/jobs: pid and what it forks from then on go into the job's cgroup."""
         g = lambda d: _duration.go(d) if d is not None else None  # noqa: E731
         body = _drop_none({"id": id, "pid": pid, "ttl": g(ttl), "site": site, "lease": lease,
@@ -124,23 +125,23 @@ class Client:
                            "labels": dict(labels) if labels else None})
         return self._t.request("POST", "/v1/jobs", body)
 
-    def heartbeat(self, id: str, extend: Optional[Duration] = None) -> JSON:
+    def heartbeat(self, id: str, extend: Optional[Duration] = None) -> t.JobInfo:
         body = _drop_none({"extend": _duration.go(extend) if extend is not None else None})
         return self._t.request("POST", f"/v1/jobs/{_q(id)}/heartbeat", body)
 
-    def end_job(self, id: str, wait: bool = True, timeout: Optional[float] = None) -> JSON:
+    def end_job(self, id: str, wait: bool = True, timeout: Optional[float] = None) -> t.JobInfo:
         """DELETE /v1/jobs/{id}: SIGTERM, SIGKILL after its grace; with wait the answer
         comes once the job's cgroup is empty."""
         return self._t.request("DELETE", f"/v1/jobs/{_q(id)}" + ("" if wait else "?wait=false"),
                                timeout=timeout or max(self.timeout, 120))
 
-    def job(self, id: str) -> JSON:
+    def job(self, id: str) -> t.JobInfo:
         return self._t.request("GET", f"/v1/jobs/{_q(id)}")
 
-    def jobs(self) -> JSON:
+    def jobs(self) -> t.JobList:
         return self._t.request("GET", "/v1/jobs")
 
-    def leaks(self, clean: bool = False) -> JSON:
+    def leaks(self, clean: bool = False) -> t.LeaksReport:
         """GET /v1/jobs/leaks: the loud leak check (a check that cannot run raises)."""
         return self._t.request("GET", "/v1/jobs/leaks" + ("?clean=true" if clean else ""),
                                timeout=max(self.timeout, 300) if clean else None)
@@ -203,13 +204,13 @@ class Client:
         return Job(self, info, proc, ttl_s)
 
     # --- runtime mounts -------------------------------------------------------------
-    def mounts(self) -> JSON:
+    def mounts(self) -> t.MountList:
         return self._t.request("GET", "/v1/mounts")
 
-    def mount(self, name: str) -> JSON:
+    def mount(self, name: str) -> t.Mount:
         return self._t.request("GET", f"/v1/mounts/{_q(name)}")
 
-    def add_mount(self, name: str, path: str, **fields: Any) -> JSON:
+    def add_mount(self, name: str, path: str, **fields: Any) -> t.Mount:
         """POST /v1/mounts: every key of a [[mount]] table, plus job and
         credential_expires_at (RFC 3339 string or an aware datetime)."""
         body: JSON = {"name": name, "path": path}
@@ -221,13 +222,13 @@ class Client:
             body[k] = v
         return self._t.request("POST", "/v1/mounts", body)
 
-    def push_credentials(self, name: str, expires_at: Any) -> JSON:
+    def push_credentials(self, name: str, expires_at: Any) -> t.Mount:
         """PUT /v1/mounts/{name}/credentials: the renewed credential's expiry."""
         if hasattr(expires_at, "isoformat"):
             expires_at = expires_at.isoformat()
         return self._t.request("PUT", f"/v1/mounts/{_q(name)}/credentials", {"expires_at": expires_at})
 
-    def remove_mount(self, name: str, unmount: Optional[bool] = None) -> JSON:
+    def remove_mount(self, name: str, unmount: Optional[bool] = None) -> t.MountRelease:
         q = "" if unmount is None else ("?unmount=true" if unmount else "?unmount=false")
         return self._t.request("DELETE", f"/v1/mounts/{_q(name)}{q}", timeout=max(self.timeout, 125))
 
@@ -242,7 +243,7 @@ class Job:
     and raised as :class:`HeartbeatFailed` when the block ends.
     """
 
-    def __init__(self, client: Client, info: JSON, process: "subprocess.Popen[Any]", ttl: float) -> None:
+    def __init__(self, client: Client, info: t.JobInfo, process: "subprocess.Popen[Any]", ttl: float) -> None:
         self.client = client
         self.info = info
         self.id: str = info["id"]
@@ -251,7 +252,7 @@ class Job:
         self.ttl = ttl
         self.heartbeats = 0
         self.heartbeat_error: Optional[HeartbeatFailed] = None
-        self.ended: Optional[JSON] = None
+        self.ended: Optional[t.JobInfo] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
@@ -311,7 +312,7 @@ class Job:
         if t is not None and t is not threading.current_thread():
             t.join()
 
-    def end(self, wait: bool = True) -> JSON:
+    def end(self, wait: bool = True) -> t.JobInfo:
         """End the job: stop the heartbeats, DELETE it (SIGTERM, SIGKILL after its grace)
         and, with wait, return once its cgroup is empty. Idempotent."""
         self.stop_heartbeats()
@@ -320,7 +321,7 @@ class Job:
         try:
             self.ended = self.client.end_job(self.id, wait=wait)
         except NotFound:
-            self.ended = {"id": self.id, "state": "ended", "reason": "exited"}
+            self.ended = t.JobInfo(id=self.id, state="ended", reason="exited")
         if wait:
             self.process.wait()
         return self.ended
