@@ -50,7 +50,7 @@ func startRunnerMain() int {
 	sock, dir := os.Getenv("SANDBOXD_START_RUNNER"), os.Getenv("SANDBOXD_START_DIR")
 	c := &client.Client{SocketPath: sock}
 	j, err := c.Start(context.Background(), []string{"sh", "-c", doubleFork(dir)},
-		client.JobOptions{TTL: 2 * time.Second, Heartbeat: 200 * time.Millisecond, Site: "aura-bg"})
+		client.JobOptions{TTL: 3 * time.Second, Heartbeat: 150 * time.Millisecond, Site: "aura-bg"})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -91,13 +91,13 @@ func TestClientStartRunnerKilled(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	// Counted, not timed: 12 heartbeats at least 200 ms apart outlast the 2 s ttl.
-	poll(t, 60*time.Second, "12 heartbeats", func() bool {
+	// Counted, not timed: 22 heartbeats at least 150 ms apart outlast the 3 s ttl.
+	poll(t, 60*time.Second, "22 heartbeats", func() bool {
 		j, err := td.client.Job(ctx, id)
 		if err != nil || j.State != api.JobRunning {
 			t.Fatalf("a heartbeating job: %+v %v", j, err)
 		}
-		return j.Heartbeats >= 12
+		return j.Heartbeats >= 22
 	})
 	runner.Process.Signal(syscall.SIGKILL)
 	runner.Wait()
@@ -123,14 +123,14 @@ func TestClientStartEnd(t *testing.T) {
 	ctx := context.Background()
 	c := td.client
 	dir := t.TempDir()
-	j, err := c.Start(ctx, []string{"sh", "-c", "trap '' TERM; " + doubleFork(dir)}, client.JobOptions{TTL: time.Second, Heartbeat: 100 * time.Millisecond, Site: "aura-bg"})
+	j, err := c.Start(ctx, []string{"sh", "-c", "trap '' TERM; " + doubleFork(dir)}, client.JobOptions{TTL: 2 * time.Second, Heartbeat: 100 * time.Millisecond, Site: "aura-bg"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd, grand := pidIn(t, dir+"/cmd"), pidIn(t, dir+"/grand")
-	poll(t, 60*time.Second, "15 heartbeats (1.5 s > the 1 s ttl)", func() bool {
+	poll(t, 60*time.Second, "22 heartbeats (2.2 s > the 2 s ttl)", func() bool {
 		info, err := c.Job(ctx, j.ID)
-		return err == nil && info.State == api.JobRunning && info.Heartbeats >= 15
+		return err == nil && info.State == api.JobRunning && info.Heartbeats >= 22
 	})
 	ended, err := j.End(ctx)
 	if err != nil || ended.State != api.JobKilled || ended.Reason != api.ReasonDeleted {
