@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
 // child is a process that mountwatch started and reaps asynchronously. A child caught
@@ -76,7 +77,11 @@ func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, 
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	c.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if deathSig {
+		start = func() error { return runas.StartFromStableThread(cmd) } // Pdeathsig follows the forking thread
+	}
+	if err := start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	pid := cmd.Process.Pid

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
 // Probe servers. A probe is a few syscalls, but a fresh child per probe costs a fork and
@@ -157,7 +159,8 @@ func (ps *probeServers) server(argv []string, cred *syscall.Credential) (*probeS
 	if err != nil {
 		return nil, fmt.Errorf("probe server: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	// From the stable thread: Pdeathsig follows the forking thread (runas.StartFromStableThread).
+	if err := runas.StartFromStableThread(cmd); err != nil {
 		return nil, fmt.Errorf("start probe server %s: %w", argv[0], err)
 	}
 	s := &probeServer{reqs: make(chan []byte, 1024), pending: map[uint64]*child{}}
