@@ -90,13 +90,3 @@ func (fs Filesystem) ReleasedClause() string {
 	return fmt.Sprintf("; %s of it is the released reserve, kept for booting and reading, not the workload's",
 		FormatSize(min(fs.ReserveReleasedBytes, fs.AvailBytes)))
 }
-
-// BelowReclaim reports whether the filesystem is below a reclaim_below* threshold.
-func (fs Filesystem) BelowReclaim() bool {
-	return fs.WorkloadAvail() < fs.ReclaimThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReclaimThresholdFiles)
-}
-
-// BelowReplace reports whether the filesystem is below a replace_below* threshold.
-func (fs Filesystem) BelowReplace() bool {
-	return fs.WorkloadAvail() < fs.ReplaceThresholdBytes || (fs.Files > 0 && fs.FilesFree < fs.ReplaceThresholdFiles)
-}

@@ -25,12 +25,18 @@ type Filesystem struct {
 	ReplaceThresholdFiles uint64   `json:"replace_threshold_inodes"`
 	ReserveBytes          uint64   `json:"reserve_bytes"`
 	// ReserveReleasedBytes is the room of a reserve released and not re-armed yet: it is
-	// in avail_bytes but it is not the workload's (CONTRACT §13), so the replace verdict,
-	// a launch's fit and the reclaim thresholds are judged on avail_bytes minus it (v1.2).
+	// in avail_bytes but it is not the workload's (CONTRACT §13), so the verdict
+	// (Filesystem.Judge), a launch's fit and the reclaim thresholds are judged on
+	// avail_bytes minus it (v1.2).
 	ReserveReleasedBytes uint64 `json:"reserve_released_bytes,omitempty"`
-	SizeSetting          string `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
-	Stale                bool   `json:"stale"`
-	Error                string `json:"error,omitempty"`
+	// Verdict is the filesystem's one verdict (ok, low, replace; Filesystem.Judge),
+	// filled in with every sample; ReplaceMark is why reclaim holds it at replace although
+	// the figures are above replace_below* (empty when it does not).
+	Verdict     string `json:"verdict,omitempty"`
+	ReplaceMark string `json:"replace_mark,omitempty"`
+	SizeSetting string `json:"size_setting,omitempty"` // [[filesystem]] size_setting: what sizes this disk
+	Stale       bool   `json:"stale"`
+	Error       string `json:"error,omitempty"`
 	// Errno names the errno of the failed statfs ("ENOTCONN") and ErrorSince when the
 	// failures began (the first failed sample of the run of failures); both are empty
 	// while statfs answers. SampledAt stays the time of the last good sample.
@@ -270,8 +276,11 @@ type LaunchResponse struct {
 	Filesystem *Filesystem `json:"filesystem"`
 	Mounts     []Mount     `json:"mounts"`
 	Advice     *string     `json:"advice"`
-	Detail     string      `json:"detail,omitempty"`
-	Warnings   []string    `json:"warnings,omitempty"`
+	// Verdict is the site filesystem's one verdict after the call (ok, low, replace:
+	// api.Filesystem.Judge); advice is "replace" exactly when it is replace.
+	Verdict  string   `json:"verdict,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ResumeRequest is the body of POST /v1/resume.

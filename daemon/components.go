@@ -226,6 +226,7 @@ func (d *Daemon) reclaimOptions(cfg *config.Config, pw *pressure.Watcher) reclai
 		PruneSites:  func(ctx context.Context, dry bool) []api.Action { return pruneSiteActions(ctx, d.current().sites, dry) },
 		SiteUsage:   func() (int64, int64) { return siteUsage(d.current().sites) },
 		MarkReplace: pw.MarkReplace,
+		Answered:    pw.Answered,
 		State:       d.state, Observe: cfg.Server.Mode == api.ModeObserve, Offline: cfg.Reclaim.Offline, Now: d.now,
 		Events: d.events.For("reclaim"), Logger: d.logger.With("component", "reclaim"),
 	}

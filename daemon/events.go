@@ -26,6 +26,16 @@ const refusalInterval = 10 * time.Second
 // chose); past it, a peer's refusals are coalesced by uid alone.
 const maxRefusalKeys = 1024
 
+// kept reports whether e goes into the kept ring too: the kinds that change or report the
+// sandbox's state, except a reclaim run that changed nothing on disk (a notice: the kept
+// ring is for the runs that deleted, issue 23).
+func kept(e api.Event) bool {
+	if e.Kind == api.EventReclaimRun && e.Fields["changed"] == false {
+		return false
+	}
+	return keptKind(e.Kind)
+}
+
 func keptKind(kind string) bool {
 	switch kind {
 	case api.EventLifecycle, api.EventReclaimRun, api.EventReserve, api.EventRemount, api.EventCredential,
@@ -96,7 +106,7 @@ func (l *eventLog) append(e api.Event, component string, level slog.Level) {
 		e.Time = l.now()
 	}
 	l.ring = push(l.ring, e, eventLogSize)
-	if keptKind(e.Kind) {
+	if kept(e) {
 		l.kept = push(l.kept, e, keptLogSize)
 	}
 	ch := l.notify

@@ -250,12 +250,13 @@ func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mo
 	if len(fails) > 0 {
 		return nil, mergeProblems(fails, resp.Filesystem, resp.Mounts)
 	}
-	if fs.BelowReplace() {
+	resp.Verdict = fs.Judge()
+	if resp.Verdict == api.VerdictReplace {
 		a := "replace"
 		resp.Advice = &a
 		notes = append(notes, replaceNote(fs))
 	}
-	resp.Detail = fs.Fingerprint() + "; " + strings.Join(notes, "; ")
+	resp.Detail = fs.Fingerprint() + "; verdict " + resp.Verdict + "; " + strings.Join(notes, "; ")
 	return resp, nil
 }
 
@@ -280,7 +281,10 @@ func reserveNote(fs api.Filesystem) string {
 }
 
 func replaceNote(fs api.Filesystem) string {
-	if fs.WorkloadAvail() < fs.ReplaceThresholdBytes {
+	switch {
+	case fs.ReplaceMark != "" && !fs.BelowReplace():
+		return "replace this sandbox: " + fs.ReplaceMark
+	case fs.BytesBelowReplace():
 		return fmt.Sprintf("below filesystem.replace_below %s: replace this sandbox", api.FormatSize(fs.ReplaceThresholdBytes))
 	}
 	return fmt.Sprintf("below filesystem.replace_below_inodes %s inodes: replace this sandbox", api.FormatCount(fs.ReplaceThresholdFiles))
@@ -300,7 +304,7 @@ func spaceProblem(fs api.Filesystem, needBytes, needInodes uint64, notes []strin
 	if fs.Files > 0 && fs.FilesFree < needInodes {
 		what = append(what, fmt.Sprintf("the call needs %s free inodes", api.FormatCount(needInodes)))
 	}
-	if fs.BelowReplace() {
+	if fs.Judge() == api.VerdictReplace {
 		code = api.CodeReplaceSandbox
 		what = append(what, replaceNote(fs))
 	} else if fs.WorkloadAvail() < fs.ReclaimThresholdBytes {

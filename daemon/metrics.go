@@ -92,6 +92,7 @@ var (
 	descFSReplaceThr = desc("sandboxd_filesystem_replace_threshold_bytes", "Replace-the-sandbox threshold.", fsLabels...)
 	descFSReserve    = desc("sandboxd_filesystem_reserve_bytes", "Bytes held by the emergency reserve file.", fsLabels...)
 	descFSStale      = desc("sandboxd_filesystem_stale", "1 while statfs on the filesystem does not answer.", fsLabels...)
+	descFSVerdict    = desc("sandboxd_filesystem_verdict", "The filesystem's one verdict (ok, low, replace; the word launch, resume, status and check say): 1 for the current one.", append(fsLabels[:4:4], "verdict")...)
 	descCondition    = desc("sandboxd_condition", "Health conditions: 1 while active.", "type", "subject")
 	descSiteFiles    = desc("sandboxd_site_files", "Entries in the site.", "site")
 	descSiteBytes    = desc("sandboxd_site_bytes", "Bytes held by the site's entries.", "site")
@@ -144,6 +145,11 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFSReplaceThr, float64(fs.ReplaceThresholdBytes), l...)
 		gauge(descFSReserve, float64(fs.ReserveBytes), l...)
 		gauge(descFSStale, b2f(fs.Stale), l...)
+		if v := fs.Judge(); v != "" {
+			for _, w := range []string{api.VerdictOK, api.VerdictLow, api.VerdictReplace} {
+				gauge(descFSVerdict, b2f(w == v), append(l[:4:4], w)...)
+			}
+		}
 	}
 	for _, cond := range d.conditions() {
 		gauge(descCondition, b2f(cond.Status), cond.Type, cond.Subject)

@@ -46,6 +46,12 @@ type signal struct {
 	severity        string // of the true status
 	fields          map[string]any
 	now             bool // a state, not a pressure signal: clears at once, no transition period
+	// answered: a reclaim that changed the disk has answered this filesystem since the
+	// condition was raised (it was raised at or after raisedAfter, the previous answer):
+	// a false signal then clears it at once. The transition period is for disks that
+	// flap by themselves, not for a fill that reclaim fixed (issue 23).
+	answered    bool
+	raisedAfter time.Time
 }
 
 // observe applies s at now; it returns the event of a flip, if any.
@@ -65,8 +71,12 @@ func (cs *condSet) observe(now time.Time, s signal) (api.Event, bool) {
 			return api.Event{}, false
 		}
 		st.c.Status, st.c.Since = true, now
-	case st.c.Status && !s.now && now.Sub(st.lastTrue) < cs.transition:
-		return api.Event{}, false // holding: the last true reason and message stay
+	case st.c.Status && !s.now && now.Sub(st.lastTrue) < cs.transition && !(s.answered && !st.c.Since.Before(s.raisedAfter)):
+		// Holding: the true reason stays, the message says what this sample shows and
+		// when the condition clears, so it never reads a figure that is no longer so.
+		st.c.Message = fmt.Sprintf("%s; clears at %s unless it falls below again (health.transition_period %s)",
+			s.message, st.lastTrue.Add(cs.transition).UTC().Format("15:04:05"), shortDuration(cs.transition))
+		return api.Event{}, false
 	default:
 		st.c.Reason, st.c.Message, st.c.Severity = s.reason, s.message, ""
 		if !st.c.Status {

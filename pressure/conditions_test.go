@@ -155,7 +155,9 @@ func TestMarkReplaceHoldsThenClears(t *testing.T) {
 	clk := newFakeClock()
 	var log eventLog
 	w := New(Options{
-		Filesystems:      []FSConfig{{Path: dir, ReplaceBelow: units.Threshold{Amount: 1 << 20}}},
+		// Below the reclaim threshold: a mark holds only while the disk is below one
+		// (issue 23: it lapses at once when the disk says otherwise).
+		Filesystems:      []FSConfig{{Path: dir, ReplaceBelow: units.Threshold{Amount: 1 << 20}, ReclaimBelow: units.Threshold{Amount: 64 << 20}}},
 		TransitionPeriod: time.Minute,
 		Now:              clk.Now,
 		Events:           log.add,

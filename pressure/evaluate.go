@@ -18,6 +18,9 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	}
 	space := fmt.Sprintf("%s has %s free of %s (%d%% used)", subject,
 		api.FormatSize(f.AvailBytes), api.FormatSize(f.SizeBytes), percent(f.UsedRatio))
+	if f.ReserveReleasedBytes > 0 {
+		space += fmt.Sprintf(" (%s of it only because the reserve is released, which is not health)", api.FormatSize(min(f.ReserveReleasedBytes, f.AvailBytes)))
+	}
 	fields := map[string]any{
 		"avail_bytes": f.AvailBytes, "size_bytes": f.SizeBytes,
 		"files": f.Files, "files_free": f.FilesFree,
@@ -32,7 +35,7 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 		// f_files == 0, byte thresholds do not apply rather than reading as "full".
 		disk.reason = "NoCapacityReported"
 		disk.message = subject + " reports a size of 0 (no capacity figures); byte thresholds do not apply"
-	case f.WorkloadAvail() < r.reclaim:
+	case f.BytesBelowReclaim():
 		disk.raw, disk.reason = true, "AvailBelowReclaimThreshold"
 		disk.message = fmt.Sprintf("%s%s, below %s", space, f.ReleasedClause(), r.desc)
 	default:
@@ -47,7 +50,7 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 	case f.Files == 0:
 		inode.reason = "NoInodeLimit"
 		inode.message = subject + " has no inode limit (f_files is 0); inode thresholds do not apply"
-	case f.FilesFree < r.reclaimInodes:
+	case f.InodesBelowReclaim():
 		inode.raw, inode.reason = true, "InodesBelowReclaimThreshold"
 		inode.message = fmt.Sprintf("%s, below filesystem.reclaim_below_inodes %s", inodes, api.FormatCount(r.reclaimInodes))
 	default:
@@ -60,12 +63,18 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 
 	repl := signal{typ: api.CondReplaceRecommended, subject: subject, severity: sevCritical, fields: fields}
 	switch {
-	case f.SizeBytes > 0 && f.WorkloadAvail() < r.replace:
+	case f.BytesBelowReplace():
 		repl.raw, repl.reason = true, "AvailBelowReplaceThreshold"
 		repl.message = fmt.Sprintf("%s%s, below filesystem.replace_below %s: replace the sandbox", space, f.ReleasedClause(), api.FormatSize(r.replace))
-	case f.Files > 0 && f.FilesFree < r.replaceInodes:
+	case f.InodesBelowReplace():
 		repl.raw, repl.reason = true, "InodesBelowReplaceThreshold"
 		repl.message = fmt.Sprintf("%s, below filesystem.replace_below_inodes %s: replace the sandbox", inodes, api.FormatCount(r.replaceInodes))
+	case f.ReplaceMark != "":
+		// The one verdict (api.Filesystem.Judge) is replace while reclaim's mark holds:
+		// the condition says so from this sample's figures, not from the mark's moment.
+		repl.raw, repl.reason = true, "MarkedByReclaim"
+		repl.message = fmt.Sprintf("%s; reclaim cannot keep it healthy: %s: replace the sandbox", space, f.ReplaceMark)
+		repl.fields = withMark(fields, f.ReplaceMark)
 	default:
 		repl.reason = "AboveReplaceThresholds"
 		repl.message = fmt.Sprintf("%s, at or above filesystem.replace_below %s", space, api.FormatSize(r.replace))
@@ -76,6 +85,16 @@ func evaluate(f api.Filesystem, r resolved, warn time.Duration) []signal {
 			out[i].message += api.SizedBy(f.SizeSetting)
 		}
 	}
+	return out
+}
+
+// withMark is fields plus the mark's reason, for the event of a marked condition.
+func withMark(fields map[string]any, mark string) map[string]any {
+	out := make(map[string]any, len(fields)+1)
+	for k, v := range fields {
+		out[k] = v
+	}
+	out["mark"] = mark
 	return out
 }
 

@@ -110,11 +110,12 @@ func (w *Watcher) lastFor(path string) (api.Filesystem, bool) {
 	return api.Filesystem{Path: path}, false
 }
 
-// MarkReplace raises ReplaceRecommended for the filesystem that holds path, on the
-// reclaim component's word (a cooldown holds, or the ladder cannot free enough). A mark
-// counts as the condition's signal being true at the moment it is made: the condition
-// stays true while marks are renewed or the figures are below a replace threshold, and
-// clears once neither has been so for TransitionPeriod. The filesystem is found by name
+// MarkReplace holds the verdict of the filesystem that holds path at replace, on the
+// reclaim component's word (the ladder cannot free enough, or the disk filled again
+// within the cooldown after a purge that freed space). The mark goes into the figures
+// (ReplaceMark), so launch, resume, status, check, health and metrics all say replace
+// from the one verdict; it lapses once a sample is back at or above the reclaim
+// thresholds, or when not renewed for TransitionPeriod. The filesystem is found by name
 // (no syscall on path, so a hung mount cannot block the caller); a path on no watched
 // filesystem gets its own condition with path as subject, which clears the same way.
 func (w *Watcher) MarkReplace(path, reason string) {
@@ -124,12 +125,19 @@ func (w *Watcher) MarkReplace(path, reason string) {
 		subject = fig.Path
 	}
 	now := w.opts.Now()
-	msg := fmt.Sprintf("reclaim cannot keep %s healthy: %s: replace the sandbox", subject, reason)
-	if fig, ok := w.Filesystem(subject); ok && !fig.SampledAt.IsZero() {
-		msg = fmt.Sprintf("%s has %s free of %s (%d%% used); reclaim cannot keep it healthy: %s: replace the sandbox",
-			subject, api.FormatSize(fig.AvailBytes), api.FormatSize(fig.SizeBytes), percent(fig.UsedRatio), reason) + api.SizedBy(fig.SizeSetting)
-	}
 	w.mu.Lock()
+	for _, fs := range w.fss {
+		if fs.cfg.Path != subject || !fs.figures {
+			continue
+		}
+		fs.mark, fs.markAt = reason, now
+		fs.applyMark(&fs.fig, now, w.opts.TransitionPeriod)
+		events := w.evaluateLocked(fs, now, false)
+		w.mu.Unlock()
+		w.emit(events)
+		return
+	}
+	msg := fmt.Sprintf("reclaim cannot keep %s healthy: %s: replace the sandbox", subject, reason)
 	ev, ok := w.conds.observe(now, signal{
 		typ: api.CondReplaceRecommended, subject: subject, raw: true,
 		reason: "MarkedByReclaim", message: msg, severity: sevCritical,
@@ -139,6 +147,28 @@ func (w *Watcher) MarkReplace(path, reason string) {
 	if ok {
 		w.emit([]api.Event{ev})
 	}
+}
+
+// Answered tells the watcher that a reclaim which changed the disk (freed bytes or inodes)
+// has just answered the filesystem that holds path, after re-measuring it. Its conditions
+// raised since the previous answer are judged again on the last sample at once: a
+// condition the reclaim fixed clears now, without the transition period meant for disks
+// that flap by themselves, so a fill that self-healed in 70 ms does not page for a minute.
+func (w *Watcher) Answered(path string) {
+	path = cleanPath(path)
+	now := w.opts.Now()
+	w.mu.Lock()
+	var events []api.Event
+	for _, fs := range w.fss {
+		if fs.cfg.Path != path || !fs.figures || fs.fig.Error != "" {
+			continue
+		}
+		fs.applyMark(&fs.fig, now, w.opts.TransitionPeriod)
+		events = append(events, w.evaluateLocked(fs, now, true)...)
+		fs.answered = now
+	}
+	w.mu.Unlock()
+	w.emit(events)
 }
 
 // expireMarks clears mark-only conditions (subjects that are no watched filesystem, so no

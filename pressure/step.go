@@ -33,8 +33,9 @@ func (fs *fsState) step(f api.Filesystem, conds *condSet, lead time.Duration, la
 	f.ReclaimThresholdBytes, f.ReclaimThresholdWhy = r.reclaim, r.why
 	f.ReplaceThresholdBytes = r.replace
 	f.ReclaimThresholdFiles, f.ReplaceThresholdFiles = r.reclaimInodes, r.replaceInodes
-	unchanged := fs.figures && !fs.retuned && sameLevels(fs.fig, f)
-	fs.fig, fs.figures, fs.sampled, fs.retuned = f, true, true, false
+	fs.applyMark(&f, now, conds.transition)
+	unchanged := fs.figures && !fs.retuned && sameLevels(fs.fig, f) && fs.fig.ReplaceMark == f.ReplaceMark
+	fs.fig, fs.figures, fs.sampled, fs.retuned, fs.res = f, true, true, false, r
 	if ev, ok := measuredAgain(conds, f); ok {
 		events = append(events, ev)
 	}
@@ -55,12 +56,37 @@ func (fs *fsState) step(f api.Filesystem, conds *condSet, lead time.Duration, la
 			return events
 		}
 	}
-	for _, s := range evaluate(f, r, fs.cfg.WarnTimeToFull) {
+	return fs.evaluate(conds, now, false, events)
+}
+
+// evaluate observes fs's conditions from its last figures; answered says a reclaim that
+// changed the disk has just answered them (Watcher.Answered).
+func (fs *fsState) evaluate(conds *condSet, now time.Time, answered bool, events []api.Event) []api.Event {
+	for _, s := range evaluate(fs.fig, fs.res, fs.cfg.WarnTimeToFull) {
+		if answered {
+			s.answered, s.raisedAfter = true, fs.answered
+		}
+		if fs.lapsed && s.typ == api.CondReplaceRecommended {
+			s.now = true // a mark is reclaim's word, held for its own period already
+		}
 		if ev, ok := conds.observe(now, s); ok {
 			events = append(events, ev)
 		}
 	}
 	return events
+}
+
+// applyMark carries reclaim's replace mark into a sample's figures while it holds, and
+// fills in the sample's verdict. A mark lapses once the figures are back at or above every
+// reclaim threshold (the disk says otherwise: conditions follow the disk) or when it has
+// not been renewed for the transition period.
+func (fs *fsState) applyMark(f *api.Filesystem, now time.Time, transition time.Duration) {
+	fs.lapsed = false
+	if fs.mark != "" && (!f.BelowReclaim() || now.Sub(fs.markAt) >= transition) {
+		fs.mark, fs.lapsed = "", true
+	}
+	f.ReplaceMark = fs.mark
+	f.Verdict = f.Judge()
 }
 
 // finite reports whether v is a finite number.
@@ -98,10 +124,10 @@ var pressureTypes = [4]string{api.CondDiskPressure, api.CondInodePressure, api.C
 // message: TestRawSignalsAgreeWithEvaluate keeps the two the same.
 func rawSignals(f api.Filesystem, r resolved, warn time.Duration) [4]bool {
 	pred := f.PredictedFullSeconds
-	return [4]bool{
-		f.SizeBytes > 0 && f.AvailBytes < r.reclaim,
-		f.Files > 0 && f.FilesFree < r.reclaimInodes,
+	return [4]bool{ // the predicates of the one verdict (api.Filesystem.Judge); f carries r
+		f.BytesBelowReclaim(),
+		f.InodesBelowReclaim(),
 		warn > 0 && pred != nil && *pred < warn.Seconds(),
-		(f.SizeBytes > 0 && f.AvailBytes < r.replace) || (f.Files > 0 && f.FilesFree < r.replaceInodes),
+		f.BelowReplace() || f.ReplaceMark != "",
 	}
 }

@@ -43,6 +43,14 @@ type fsState struct {
 	thr    resolved
 	thrKey thrKey
 	thrOK  bool
+	res    resolved // the last sample's thresholds, for a re-evaluation (Answered, MarkReplace)
+	// mark is reclaim's word that the filesystem is to be replaced although its figures
+	// are above replace_below* (MarkReplace), given at markAt; it holds while renewed
+	// within the transition period and the figures stay below a reclaim threshold.
+	mark     string
+	markAt   time.Time
+	answered time.Time // the last time a reclaim that changed the disk answered it
+	lapsed   bool      // the mark lapsed at the last sample: its condition clears at once
 }
 
 // New returns a Watcher for opts (defaults applied). Paths are cleaned and made absolute.
@@ -225,6 +233,12 @@ func (w *Watcher) apply(fs *fsState, c *call) []api.Event {
 	}
 	fs.dev = c.dev
 	return fs.step(f, w.conds, w.opts.LeadTime, nil, nil)
+}
+
+// evaluateLocked observes fs's conditions from its last figures; answered says a reclaim
+// that changed the disk has just answered them (Answered). Caller holds w.mu.
+func (w *Watcher) evaluateLocked(fs *fsState, now time.Time, answered bool) []api.Event {
+	return fs.evaluate(w.conds, now, answered, nil)
 }
 
 func (w *Watcher) emit(events []api.Event) {

@@ -52,7 +52,7 @@ func (p *Pacing) Record(now time.Time) {
 // (ok false: none), runs the trigger's run starts.
 func blockedReason(now, last time.Time, ok bool, runs []time.Time, trigger string, cooldown time.Duration, maxRuns int) string {
 	if automatic(trigger) && ok && now.Sub(last) < cooldown && now.Sub(last) > -cooldown {
-		return fmt.Sprintf("reclaim ran %s ago, within reclaim.cooldown %s: the disk filled again after a purge, replace rather than purge again",
+		return fmt.Sprintf("reclaim ran %s ago, within reclaim.cooldown %s: its expensive rungs wait",
 			api.FormatDuration(now.Sub(last)), api.FormatDuration(cooldown))
 	}
 	n := 0

@@ -16,15 +16,18 @@ func (r *Reclaimer) fingerprint(run *api.ReclaimRun, f *fsRun) string {
 	m := f.now()
 	parts := []string{m.Fingerprint()}
 	if len(run.Actions) > 0 || run.Verdict != api.VerdictHealthy {
-		parts = append(parts, describeFreed(run, f.simulate))
+		parts = append(parts, describeFreed(run, f.simulate, f.held != ""))
+	}
+	if f.held != "" && !f.satisfied() {
+		parts = append(parts, f.heldClause())
 	}
 	if kept := keptOfflineNames(run); kept != "" {
 		parts = append(parts, "kept "+kept+" (reclaim.offline: only a download refills them)")
 	}
 	p := f.cur // the projection of a simulated run, what is on disk otherwise
 	switch {
-	case f.blocked != "":
-		parts = append(parts, fmt.Sprintf("below %s again but %s: replace the sandbox", m.ReclaimThresholdName(), f.blocked))
+	case m.ReplaceMark != "" && !m.BelowReplace():
+		parts = append(parts, "replace the sandbox: "+m.ReplaceMark)
 	case f.preview:
 		parts = append(parts, fmt.Sprintf("%s: nothing needed; if it were, the above is what would go first", aboveThresholds(m)))
 	case f.simulate && f.satisfied():
@@ -98,7 +101,7 @@ func (f *fsRun) targetDesc() string {
 
 // describeFreed names what the run reclaimed, largest source first, and the total: for a
 // simulated run what it would reclaim, by the actions' estimates.
-func describeFreed(run *api.ReclaimRun, simulated bool) string {
+func describeFreed(run *api.ReclaimRun, simulated, held bool) string {
 	verb := "reclaimed"
 	totalB, totalF := run.FreedBytes, run.FreedFiles
 	if simulated {
@@ -148,7 +151,12 @@ func describeFreed(run *api.ReclaimRun, simulated bool) string {
 		}
 		names = append(names, fmt.Sprintf("%s %s/%s files", s.name, api.FormatSize(uint64(s.bytes)), api.FormatCount(uint64(s.files))))
 	}
-	if len(list) == 0 {
+	switch {
+	case len(list) == 0 && held:
+		// The cooldown held the expensive rungs: the caches may well hold space, and the
+		// held clause says how much and from when.
+		return "nothing cheap was left to reclaim (expired site entries, cache entries past reclaim.min_age)"
+	case len(list) == 0:
 		return "nothing reclaimable was found (no cache or expired site entry on it)"
 	}
 	s := fmt.Sprintf("%s %s and %s inodes (%s)", verb, api.FormatSize(uint64(totalB)), api.FormatCount(uint64(totalF)), strings.Join(names, ", "))

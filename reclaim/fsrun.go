@@ -19,11 +19,17 @@ type fsRun struct {
 	measure                  func(ctx context.Context, path string) (api.Filesystem, error)
 	// simulate: the run changes nothing and its figures are estimates; every action it
 	// reports then has simStatus (observed in observe mode, else planned: a dry run).
-	simulate     bool
-	simStatus    string
-	blocked      string // why the ladder did not run (cooldown, runs per hour)
-	ran          bool   // the ladder ran
-	belowReplace bool   // still below replace_below* after the ladder
+	simulate  bool
+	simStatus string
+	// held says why the expensive rungs (commands, whole caches) do not run: "cooldown
+	// until 15:04:05" or max_runs_per_hour; the cheap ones run. cool is the cooldown in
+	// force, later what the held rungs would free, expensive that they ran and did work.
+	held         string
+	cool         cooldown
+	later        int64
+	expensive    bool
+	ran          bool // the ladder ran
+	belowReplace bool // still below replace_below* after the ladder
 	actions      []api.Action
 	inUse        []string // thrashing caches on it, taken last (CacheThrashing)
 	inUsePruned  bool     // ... and the ladder had to take one of them

@@ -80,12 +80,13 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 		f.inUse = append(f.inUse, c.Name)
 	}
 	type step struct {
-		caches []*cache
-		rung   func(context.Context, *fsRun, *ladderRun)
+		caches    []*cache
+		rung      func(context.Context, *fsRun, *ladderRun)
+		expensive bool // commands and whole caches: held by the cooldown (issue 23)
 	}
 	steps := []step{
-		{all, r.rungTrash}, {first, r.rungSites}, {first, r.rungGC}, {first, r.rungEntries}, {first, r.rungWhole},
-		{last, r.rungGC}, {last, r.rungEntries}, {last, r.rungWhole},
+		{all, r.rungTrash, false}, {first, r.rungSites, false}, {first, r.rungGC, true}, {first, r.rungEntries, false}, {first, r.rungWhole, true},
+		{last, r.rungGC, true}, {last, r.rungEntries, false}, {last, r.rungWhole, true},
 	}
 	savedB, savedF := f.targetBytes, f.targetFiles
 	for i, s := range steps {
@@ -99,11 +100,19 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 		if i >= 5 && len(s.caches) == 0 {
 			break
 		}
+		if s.expensive && f.held != "" {
+			continue
+		}
 		lr.caches = s.caches
 		n := len(f.actions)
 		s.rung(ctx, f, lr)
 		if i >= 5 && len(f.actions) > n {
 			f.inUsePruned = true
+		}
+		for _, a := range f.actions[n:] {
+			if s.expensive && (a.Status == api.ActionDone || a.Status == api.ActionFailed) {
+				f.expensive = true
+			}
 		}
 	}
 	f.targetBytes, f.targetFiles = savedB, savedF
@@ -111,7 +120,31 @@ func (r *Reclaimer) ladder(ctx context.Context, f *fsRun, lr *ladderRun) {
 	if !f.simulate {
 		r.notePrunes(ctx, f, lr)
 	}
+	if f.held != "" && !f.satisfied() && ctx.Err() == nil {
+		f.later = r.heldBytes(ctx, f, lr)
+	}
 	f.belowReplace = f.cur.BelowReplace()
+}
+
+// heldBytes is what the held rungs could free on f's filesystem once they may run: the
+// size of every cache whose ladder allows a whole-cache deletion (a bound of rung 4; rung
+// 2's garbage collection frees part of the same bytes).
+func (r *Reclaimer) heldBytes(ctx context.Context, f *fsRun, lr *ladderRun) int64 {
+	var total int64
+	for _, c := range lr.caches {
+		if c.Ladder != LadderAll || r.keptOffline(c) || ctx.Err() != nil {
+			continue
+		}
+		o := lr.open(c)
+		if o.root == nil {
+			continue
+		}
+		lr.walks++
+		if u, err := o.root.Size(ctx, "", r.opts.SizeBudget); err == nil {
+			total += u.Bytes
+		}
+	}
+	return total
 }
 
 // add records an action. What a real one freed is accounted as sandboxd's own free, so the

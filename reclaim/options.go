@@ -74,10 +74,13 @@ type Options struct {
 	// SiteUsage is the bytes and files all sites hold (an upper bound of rung 1, for
 	// Meetable); nil counts none.
 	SiteUsage func() (bytes, files int64)
-	// MarkReplace raises ReplaceRecommended for a filesystem.
+	// MarkReplace holds a filesystem's verdict at replace (ReplaceRecommended).
 	MarkReplace func(fsPath, reason string)
-	State       *state.Store
-	Observe     bool
+	// Answered tells the watcher that a reclaim which freed space answered a filesystem,
+	// so the conditions it fixed clear at once (pressure.Watcher.Answered).
+	Answered func(fsPath string)
+	State    *state.Store
+	Observe  bool
 	// Offline ([reclaim] offline): the sandbox cannot download, so caches that only a
 	// download refills stop at rung 2 (their own gc); build outputs and site entries are
 	// still reclaimed.

@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -12,6 +13,11 @@ type rateState struct {
 	// LastRun is when the ladder last ran on each filesystem (any trigger: a purge is a
 	// purge, and the disk filling again after one is the sign to replace, not to repeat).
 	LastRun map[string]time.Time `json:"last_run"`
+	// LastFreed is what that run freed on each filesystem, in bytes: a disk below its
+	// threshold again within the cooldown after a purge that freed space is the sign to
+	// replace; after one that freed nothing it is not ("filled again after a purge"
+	// paged a host where nothing had been purged, issue 23).
+	LastFreed map[string]int64 `json:"last_freed,omitempty"`
 	// Runs are the start times of ladder runs in the last hour, per trigger.
 	Runs map[string][]time.Time `json:"runs"`
 	// Reserves are the reserve files' states, per filesystem.
@@ -28,6 +34,9 @@ func (r *Reclaimer) loadRate() {
 	}
 	if s.LastRun == nil {
 		s.LastRun = map[string]time.Time{}
+	}
+	if s.LastFreed == nil {
+		s.LastFreed = map[string]int64{}
 	}
 	if s.Runs == nil {
 		s.Runs = map[string][]time.Time{}
@@ -52,22 +61,72 @@ func (r *Reclaimer) saveLocked() {
 // automatic reports whether a trigger is subject to the cooldown.
 func automatic(trigger string) bool { return trigger == TriggerPressure || trigger == TriggerLaunch }
 
-// blockedBy says why the ladder must not run on fs for this trigger ("" when it may).
-func (r *Reclaimer) blockedBy(trigger, fs string) string {
+// cooldown is what the reclaim cooldown says of one automatic climb: until when it holds
+// (zero: it does not), and what the run that started it freed and when.
+type cooldown struct {
+	until, last time.Time
+	freed       int64
+}
+
+// cooldownFor is the cooldown in force on fs for trigger. The cooldown limits only the
+// expensive rungs (the tools' commands and whole-cache deletions, which the tools refill):
+// the cheap and certain ones (leftover trash, expired site entries, cache entries past
+// min_age) run inside it, so it never hides space (issue 23).
+func (r *Reclaimer) cooldownFor(trigger, fs string) cooldown {
+	if !automatic(trigger) {
+		return cooldown{}
+	}
 	now := r.opts.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	last, ok := r.rate.LastRun[fs]
-	return blockedReason(now, last, ok, r.rate.Runs[trigger], trigger, r.opts.Cooldown, r.opts.MaxRunsPerHour)
+	if !ok || now.Sub(last) >= r.opts.Cooldown || now.Sub(last) <= -r.opts.Cooldown {
+		return cooldown{}
+	}
+	return cooldown{until: last.Add(r.opts.Cooldown), last: last, freed: r.rate.LastFreed[fs]}
 }
 
-// recordRun notes a ladder run on the filesystems in ran and persists it.
-func (r *Reclaimer) recordRun(trigger string, ran []string) {
+// rateLimited says why trigger must not climb the expensive rungs again this hour ("" when
+// it may): reclaim.max_runs_per_hour counts the runs that climbed them.
+func (r *Reclaimer) rateLimited(trigger string) string {
 	now := r.opts.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, fs := range ran {
+	n := 0
+	for _, t := range r.rate.Runs[trigger] {
+		if now.Sub(t) < time.Hour {
+			n++
+		}
+	}
+	if n >= r.opts.MaxRunsPerHour {
+		return fmt.Sprintf("trigger %s ran the ladder %d times in the last hour, reclaim.max_runs_per_hour is %d", trigger, n, r.opts.MaxRunsPerHour)
+	}
+	return ""
+}
+
+// blockedBy says why an automatic reclaim would be held on fs ("" when it would not): the
+// pressure loop's episode bookkeeping asks it.
+func (r *Reclaimer) blockedBy(trigger, fs string) string {
+	if c := r.cooldownFor(trigger, fs); !c.until.IsZero() {
+		return "reclaim.cooldown holds until " + c.until.UTC().Format("15:04:05")
+	}
+	return r.rateLimited(trigger)
+}
+
+// recordRun notes a climb of the expensive rungs on the filesystems in ran (with what each
+// freed) and persists it: only such a climb starts the cooldown and counts against
+// max_runs_per_hour, whatever its trigger, so a writer's resume that only pruned expired
+// entries neither waits for nor starts the automatic cooldown.
+func (r *Reclaimer) recordRun(trigger string, ran map[string]int64) {
+	now := r.opts.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rate.LastFreed == nil {
+		r.rate.LastFreed = map[string]int64{}
+	}
+	for fs, freed := range ran {
 		r.rate.LastRun[fs] = now
+		r.rate.LastFreed[fs] = freed
 	}
 	kept := r.rate.Runs[trigger][:0]
 	for _, t := range r.rate.Runs[trigger] {

@@ -251,8 +251,14 @@ func (r *Reclaimer) conclude(ctx context.Context, req Request, m measured) api.R
 		// A healthy run did nothing: counted, logged at debug, not one event per call, so a
 		// runner that resumes in a loop (never cached now) cannot push the audit trail out.
 		r.opts.Logger.Debug(run.Detail, "kind", api.EventReclaimRun, "subject", req.Trigger)
+	} else if held := heldSubject(work); held != "" && !runChanged(run) {
+		// A run the cooldown held that changed nothing is a notice, coalesced like a
+		// refusal (one event per filesystem per interval, with a count), never one event
+		// per launch pushing the deletions and reserve events out of the trail.
+		r.emit(api.EventRefusal, held, "reclaim held: "+run.Detail, map[string]any{"verdict": run.Verdict, "trigger": req.Trigger, "changed": false})
 	} else {
-		r.emit(api.EventReclaimRun, req.Trigger, run.Detail, map[string]any{"verdict": run.Verdict, "freed_bytes": run.FreedBytes, "freed_files": run.FreedFiles, "dry_run": req.DryRun, "cached": false})
+		r.emit(api.EventReclaimRun, req.Trigger, run.Detail, map[string]any{"verdict": run.Verdict, "freed_bytes": run.FreedBytes, "freed_files": run.FreedFiles, "dry_run": req.DryRun, "cached": false,
+			"changed": runChanged(run)})
 	}
 	r.mu.Lock()
 	c := run
@@ -279,17 +285,20 @@ func (r *Reclaimer) salvage(ctx context.Context, f *fsRun, reason string) {
 	}
 }
 
-// climb runs the ladder on every filesystem that needs it and is not rate-limited.
+// climb runs the ladder on every filesystem that needs it. Inside the cooldown (or past
+// max_runs_per_hour) only the cheap and certain rungs run (held says why the others do
+// not); only a climb of the expensive rungs starts the cooldown (recordRun).
 func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64 {
 	caches := r.discover()
 	lr := &ladderRun{r: r, mounts: readMountPoints(r.opts.ProcRoot)}
-	var ran []string
+	ran := map[string]int64{}
 	for _, f := range work {
 		if !f.simulate {
-			if why := r.blockedBy(req.Trigger, f.path); why != "" {
-				f.blocked = why
-				r.markReplace(f.path, why)
-				continue
+			f.cool = r.cooldownFor(req.Trigger, f.path)
+			if !f.cool.until.IsZero() {
+				f.held = "cooldown until " + f.cool.until.UTC().Format("15:04:05")
+			} else if why := r.rateLimited(req.Trigger); why != "" {
+				f.held = why
 			}
 		}
 		dev := statDev(f.path)
@@ -300,20 +309,77 @@ func (r *Reclaimer) climb(ctx context.Context, req Request, work []*fsRun) int64
 			}
 		}
 		r.ladder(ctx, f, lr)
-		if !f.simulate {
-			ran = append(ran, f.path)
-			if f.belowReplace {
-				// The reserve stays: released here, the next command ate it and the box
-				// stopped at 100% with nothing left to release (CONTRACT §13). It goes at
-				// shutdown, on a writer's explicit request, or by `sandboxd boot`.
-				r.markReplace(f.path, "below the replace threshold after reclaim")
-			}
+		if f.simulate {
+			continue
+		}
+		freed := int64(f.cur.AvailBytes) - int64(f.before.AvailBytes)
+		// The cooldown starts with a climb of the rungs it limits, or with an automatic
+		// run that freed space outside it; a cheap run inside it does not prolong it, and
+		// a writer's resume that only pruned does not start it.
+		if f.expensive || automatic(req.Trigger) && f.held == "" && f.changed() {
+			ran[f.path] = max(freed, 0)
+		}
+		if f.held != "" && !f.satisfied() && f.cool.freed > 0 && f.cur.BelowReclaim() {
+			// Below the threshold again within the cooldown after a purge that freed space:
+			// the sign to replace, not to purge again. After a purge that freed nothing it
+			// is no such sign, and the verdict stays what the disk says.
+			why := fmt.Sprintf("below the threshold again within reclaim.cooldown %s after a purge at %s freed %s; %s",
+				api.FormatDuration(r.opts.Cooldown), f.cool.last.UTC().Format("15:04:05"), api.FormatSize(uint64(f.cool.freed)), f.heldClause())
+			r.markReplace(f.path, why)
+			f.cur.ReplaceMark = why
+		}
+		if f.belowReplace {
+			// The reserve stays: released here, the next command ate it and the box
+			// stopped at 100% with nothing left to release (CONTRACT §13). It goes at
+			// shutdown, on a writer's explicit request, or by `sandboxd boot`.
+			r.markReplace(f.path, "below the replace threshold after reclaim")
+		}
+		if f.changed() && r.opts.Answered != nil && !r.opts.Observe {
+			r.opts.Answered(f.path)
 		}
 	}
 	if len(ran) > 0 {
 		r.recordRun(req.Trigger, ran)
 	}
 	return lr.walks
+}
+
+// heldSubject is the filesystem of a run whose expensive rungs were held ("" when none).
+func heldSubject(work []*fsRun) string {
+	for _, f := range work {
+		if f.held != "" {
+			return f.path
+		}
+	}
+	return ""
+}
+
+// runChanged reports whether a run changed anything on disk: freed bytes or inodes, or a
+// deletion or command that did work (a real run; a plan changes nothing).
+func runChanged(run api.ReclaimRun) bool {
+	if run.DryRun || len(run.Projected) > 0 {
+		return false
+	}
+	if run.FreedBytes > 0 || run.FreedFiles > 0 {
+		return true
+	}
+	for _, a := range run.Actions {
+		if a.Status == api.ActionDone && (a.FreedBytes > 0 || a.FreedFiles > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// heldClause says what the held rungs would free once they may run: "cooldown until
+// 15:04:05, 38.0 MiB reclaimable then".
+func (f *fsRun) heldClause() string {
+	return fmt.Sprintf("%s, %s reclaimable then", f.held, api.FormatSize(uint64(max(f.later, 0))))
+}
+
+// changed reports whether the run freed bytes or inodes on the filesystem.
+func (f *fsRun) changed() bool {
+	return !f.simulate && (f.cur.AvailBytes > f.before.AvailBytes || f.cur.FilesFree > f.before.FilesFree)
 }
 
 func (r *Reclaimer) markReplace(fs, why string) {
@@ -370,6 +436,11 @@ func (r *Reclaimer) finish(ctx context.Context, run *api.ReclaimRun, all, work [
 	if len(run.Unmeasured) > 0 {
 		run.Detail += "; " + UnmeasuredClause(run.Unmeasured)
 	}
+	for _, l := range [][]api.Filesystem{run.Before, run.After, run.Projected} {
+		for i := range l {
+			l[i].Verdict = l[i].Judge() // the one verdict, of these very figures
+		}
+	}
 	run.FinishedAt = r.opts.Now()
 }
 
@@ -386,7 +457,7 @@ func (f *fsRun) verdict() string {
 	m := f.now()
 	cur := &fsRun{cur: m, needBytes: f.needBytes, needFiles: f.needFiles}
 	switch {
-	case f.blocked != "" || f.belowReplace || m.BelowReplace():
+	case f.belowReplace || m.Judge() == api.VerdictReplace:
 		return api.VerdictReplace
 	case cur.needed(0) || f.targetFree && m.AvailBytes < f.targetBytes:
 		return api.VerdictLow

@@ -2,7 +2,10 @@ package reclaim
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // Run is the background side: it empties leftover trash, keeps the reserve files armed
@@ -70,12 +73,13 @@ func (r *Reclaimer) tick(ctx context.Context) {
 			continue
 		}
 		// Still low within the cooldown (or past max_runs_per_hour): the first tick of
-		// the episode runs, so the refusal is one event and one counted run; later ticks
-		// only renew the ReplaceRecommended mark instead of logging the same refusal
-		// every poll and flooding the 1,000-event trail.
+		// the episode runs (its cheap rungs, and the mark when the disk refilled after a
+		// purge that freed space); later ticks leave the cheap rungs to launches and only
+		// renew that mark, instead of one event every poll flooding the trail.
 		if why := r.blockedBy(TriggerPressure, p); why != "" && r.lowSeen[p] {
-			if r.opts.MarkReplace != nil {
-				r.opts.MarkReplace(p, why)
+			if c := r.cooldownFor(TriggerPressure, p); c.freed > 0 && r.opts.MarkReplace != nil && m.BelowReclaim() {
+				r.opts.MarkReplace(p, fmt.Sprintf("below the threshold again within reclaim.cooldown %s after a purge at %s freed %s; %s",
+					api.FormatDuration(r.opts.Cooldown), c.last.UTC().Format("15:04:05"), api.FormatSize(uint64(c.freed)), why))
 			}
 			continue
 		}

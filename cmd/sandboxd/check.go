@@ -76,7 +76,11 @@ func checkLine(st *api.Status) (string, int) {
 	}
 	var summary, perf []string
 	for _, f := range st.Filesystems {
-		summary = append(summary, fmt.Sprintf("%s %.0f%% used, %s free", f.Path, f.UsedRatio*100, api.FormatSize(f.AvailBytes)))
+		s := fmt.Sprintf("%s %.0f%% used, %s free", f.Path, f.UsedRatio*100, api.FormatSize(f.AvailBytes))
+		if v := f.Judge(); v != "" {
+			s += " (verdict " + v + ")"
+		}
+		summary = append(summary, s)
 		label := perfLabel(f.Path)
 		// avail: warn and crit are the reclaim and replace thresholds (an alert when below).
 		perf = append(perf, fmt.Sprintf("'%s avail'=%dB;%d:;%d:;0;%d", label, f.AvailBytes,

@@ -126,19 +126,20 @@ func TestUnreachableDaemonExits69WithOwnMeasurement(t *testing.T) {
 	}
 }
 
-// serveDaemon runs `sandboxd serve` with config text and waits for its socket.
-func serveDaemon(t *testing.T, dir, cfg string) (*exec.Cmd, string, *testenv.SyncBuffer) {
+// serveDaemon runs `sandboxd serve` with config text and waits for its socket; health
+// lines go into its [health] table.
+func serveDaemon(t *testing.T, dir, cfg string, health ...string) (*exec.Cmd, string, *testenv.SyncBuffer) {
 	t.Helper()
-	return serveDaemonIn(t, dir, cfg, "", nil)
+	return serveDaemonIn(t, dir, cfg, "", nil, health...)
 }
 
 // serveDaemonIn is serveDaemon with more [server] lines and the daemon started through
 // prefix (such as testenv.MemoryLimited's), exec'd so the pid stays the daemon's.
-func serveDaemonIn(t *testing.T, dir, cfg, server string, prefix []string) (*exec.Cmd, string, *testenv.SyncBuffer) {
+func serveDaemonIn(t *testing.T, dir, cfg, server string, prefix []string, health ...string) (*exec.Cmd, string, *testenv.SyncBuffer) {
 	t.Helper()
 	sock := filepath.Join(dir, "s.sock")
-	full := cfg + fmt.Sprintf("\n[server]\n"+server+"\nsocket = %q\nstate_dir = %q\n[health]\nsample_interval = \"100ms\"\n[reclaim]\nauto_caches = []\n",
-		sock, filepath.Join(dir, "state"))
+	full := cfg + fmt.Sprintf("\n[server]\n"+server+"\nsocket = %q\nstate_dir = %q\n[health]\nsample_interval = \"100ms\"\n%s\n[reclaim]\nauto_caches = []\n",
+		sock, filepath.Join(dir, "state"), strings.Join(health, "\n"))
 	path := filepath.Join(dir, "sandboxd.toml")
 	os.WriteFile(path, []byte(full), 0o644)
 	argv := append(append([]string{}, prefix...), binary, "serve", "--config", path)

@@ -110,8 +110,12 @@ func statusFilesystems(w io.Writer, st *api.Status, now time.Time) {
 			fmt.Fprintf(w, "  %-20s not sampled yet%s\n", f.Path, why)
 			continue
 		}
-		fmt.Fprintf(w, "  %-20s %s %3.0f%% used  %s of %s free\n", f.Path, bar(f.UsedRatio), f.UsedRatio*100,
-			size(f.AvailBytes), size(f.SizeBytes))
+		verdict := ""
+		if v := f.Judge(); v != "" {
+			verdict = "  verdict " + v
+		}
+		fmt.Fprintf(w, "  %-20s %s %3.0f%% used  %s of %s free%s\n", f.Path, bar(f.UsedRatio), f.UsedRatio*100,
+			size(f.AvailBytes), size(f.SizeBytes), verdict)
 		inodes := "no inode limit"
 		if f.Files > 0 {
 			inodes = fmt.Sprintf("%s of %s inodes free", count(f.FilesFree), count(f.Files))
@@ -129,6 +133,9 @@ func statusFilesystems(w io.Writer, st *api.Status, now time.Time) {
 			size(f.ReclaimThresholdBytes), size(f.ReplaceThresholdBytes))
 		if f.SizeSetting != "" {
 			fmt.Fprintf(w, "  %-20s this disk is sized by %s\n", "", f.SizeSetting)
+		}
+		if f.ReplaceMark != "" {
+			fmt.Fprintf(w, "  %-20s replace: %s\n", "", f.ReplaceMark)
 		}
 		if f.Stale {
 			fmt.Fprintf(w, "  %-20s STALE: statfs is not answering; figures are from %s\n", "", ago(f.SampledAt, now))
