@@ -24,10 +24,11 @@ func (c *Client) RegisterJob(ctx context.Context, req api.JobRequest) (*api.Job,
 // lease the job renews for itself is no dead-man switch. The answer does not count the
 // job's processes (its "processes" is null, so Processes is 0 here): Job counts them.
 func (c *Client) Heartbeat(ctx context.Context, id string, extend time.Duration) (*api.Job, error) {
-	var req api.HeartbeatRequest
+	// Without extend no body is sent (an empty POST is {}): the cheapest renewal there is.
+	var req any
 	if extend > 0 {
 		d := api.Duration(extend)
-		req.Extend = &d
+		req = api.HeartbeatRequest{Extend: &d}
 	}
 	var j api.Job
 	if err := c.Do(ctx, "POST", "/v1/jobs/"+url.PathEscape(id)+"/heartbeat", req, &j, 0); err != nil {

@@ -382,6 +382,12 @@ if [ "${BENCH_JOBS:-1}" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------------
+if [ "${BENCH_CLIENTS:-1}" = 1 ]; then
+	log "issue 26: runner clients (Python, Node.js, Go): heartbeat vs /livez from the same client (BENCH_CLIENTS=0 skips)"
+	"$ROOT/scripts/bench-clients.sh" 2>&1 | tee "$OUT/clients-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
 log "summary (medians over rounds; raw results in $OUT)"
 echo "machine: $(nproc) cores, kernel $(uname -r), load at start: $(grep 'uptime at start' "$OUT/machine.txt" | sed 's/.*load average: //')"
 "$SB" report -in "$RESULTS" -json "$OUT/summary.json" | tee "$OUT/summary.txt"

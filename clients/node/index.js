@@ -217,7 +217,8 @@ export class Client {
   }
 
   heartbeat(id, { extend } = {}) {
-    return this.request('POST', `/v1/jobs/${q(id)}/heartbeat`, dropUndefined({ extend: goDuration(extend) }));
+    // No extend: no body (an empty POST is {}), the cheapest renewal there is.
+    return this.request('POST', `/v1/jobs/${q(id)}/heartbeat`, extend === undefined ? undefined : { extend: goDuration(extend) });
   }
 
   /** DELETE /v1/jobs/{id}: SIGTERM, SIGKILL after its grace; with wait the answer comes once its cgroup is empty. */

@@ -126,7 +126,8 @@ class Client:
         return self._t.request("POST", "/v1/jobs", body)
 
     def heartbeat(self, id: str, extend: Optional[Duration] = None) -> t.JobInfo:
-        body = _drop_none({"extend": _duration.go(extend) if extend is not None else None})
+        # No extend: no body (an empty POST is {}), the cheapest renewal there is.
+        body = {"extend": _duration.go(extend)} if extend is not None else None
         return self._t.request("POST", f"/v1/jobs/{_q(id)}/heartbeat", body)
 
     def end_job(self, id: str, wait: bool = True, timeout: Optional[float] = None) -> t.JobInfo:
