@@ -118,7 +118,10 @@ const (
 	CondMountUnavailable   = "MountUnavailable"
 	CondSiteProblem        = "SiteProblem"
 	CondReserveReleased    = "ReserveReleased"
-	CondJobOverdue         = "JobOverdue"
+	// CondBootedFull: `sandboxd boot` found the filesystem full and released its reserve
+	// to boot (recovery mode); kept until free space is back above the reclaim threshold.
+	CondBootedFull = "BootedFull"
+	CondJobOverdue = "JobOverdue"
 	// CondFilesystemUnavailable: a watched filesystem's statfs fails (reason
 	// StatfsFailed, with the errno) or does not answer within statfs_timeout (reason
 	// StatfsHung, the filesystem is stale). Critical: no verdict about its space exists.

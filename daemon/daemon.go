@@ -85,6 +85,7 @@ type Daemon struct {
 	readySent atomic.Bool
 	reloads   reloadStats
 	persist   persistence
+	booted    bootedFull // the marker of `sandboxd boot`, as the condition BootedFull
 }
 
 // New validates the config and builds the daemon and its components; nothing runs yet.
@@ -142,6 +143,7 @@ func New(opts Options) (*Daemon, error) {
 		d.wireJobTie(opts.mountJobs)
 	}
 	d.state.OnWrite(d.stateWrite)
+	d.loadBootMarker()
 	d.metrics = newMetrics(d)
 	d.reloads.record(true, d.now())
 	d.lastLoop.Store(d.now().UnixNano())

@@ -33,6 +33,7 @@ func (d *Daemon) conditions() []api.Condition {
 	out = append(out, c.mounts.Conditions()...)
 	out = append(out, c.jobs.Conditions()...)
 	out = append(out, d.persistCondition()...)
+	out = append(out, d.bootedFullConditions()...)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Type != out[j].Type {
 			return out[i].Type < out[j].Type

@@ -52,6 +52,7 @@ func commands() []*command {
 		resumeCommand(),
 		reclaimCommand(),
 		reserveCommand(),
+		bootCommand(),
 		eventsCommand(),
 		checkCommand(),
 		configCommand(),

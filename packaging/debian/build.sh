@@ -84,6 +84,11 @@ dh_installdocs
 dh_installchangelogs
 dh_installman debian/sandboxd.1
 dh_installsystemd
+# The boot check (issue 22) is enabled (sysinit.target) but never started, stopped or
+# restarted by the maintainer scripts: run at an install or upgrade of a full disk it
+# would release the reserve under a running daemon. It runs at boot only.
+install -D -m 0644 "$top/packaging/systemd/sandboxd-boot.service" "$pkg/lib/systemd/system/sandboxd-boot.service"
+dh_installsystemd --no-start --no-stop-on-upgrade --no-restart-after-upgrade sandboxd-boot.service
 mkdir -p "$pkg/usr/lib/systemd"
 mv "$pkg/lib/systemd/system" "$pkg/usr/lib/systemd/system"
 rmdir "$pkg/lib/systemd" "$pkg/lib"

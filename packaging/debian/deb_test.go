@@ -138,6 +138,7 @@ func TestPackageContents(t *testing.T) {
 	for _, want := range []string{
 		"drwxr-xr-x root/root         0 ", // the root entry, checked below by name
 		"./usr/bin/sandboxd", "./usr/lib/systemd/system/sandboxd.service", "./usr/lib/systemd/system/sandboxd.socket",
+		"./usr/lib/systemd/system/sandboxd-boot.service",
 		"./usr/share/man/man1/sandboxd.1.gz", "./usr/share/doc/sandboxd/copyright", "./usr/share/doc/sandboxd/changelog.gz",
 		"./usr/share/sandboxd/prometheus/sandboxd-alerts.yml", "./usr/share/sandboxd/grafana/sandboxd.json",
 	} {

@@ -120,6 +120,47 @@ func TestServiceUnit(t *testing.T) {
 	}
 }
 
+// TestBootUnit: the early boot check (issue 22) runs before anything writes to the watched
+// filesystems and after they are mounted read-write, in early boot, and counts 11
+// ("booted on the released reserve") as success; nothing requires it, so a failed check
+// never stops the boot.
+func TestBootUnit(t *testing.T) {
+	u := parseUnit(t, "sandboxd-boot.service")
+	for k, v := range map[string]string{
+		"DefaultDependencies": "no",
+		"Conflicts":           "shutdown.target",
+	} {
+		if got := u["Unit"][k]; !slices.Equal(got, []string{v}) {
+			t.Errorf("[Unit] %s = %q, want exactly %q", k, got, v)
+		}
+	}
+	after := strings.Fields(strings.Join(u["Unit"]["After"], " "))
+	before := strings.Fields(strings.Join(u["Unit"]["Before"], " "))
+	for _, a := range []string{"local-fs.target", "systemd-remount-fs.service"} {
+		if !slices.Contains(after, a) {
+			t.Errorf("the boot check must run after %s (the filesystems mounted read-write): After=%q", a, after)
+		}
+	}
+	for _, b := range []string{"sysinit.target", "systemd-tmpfiles-setup.service", "systemd-journal-flush.service",
+		"systemd-random-seed.service", "sandboxd.service"} {
+		if !slices.Contains(before, b) {
+			t.Errorf("the boot check must run before %s writes: Before=%q", b, before)
+		}
+	}
+	for k, v := range map[string]string{
+		"Type":              "oneshot",
+		"ExecStart":         "/usr/bin/sandboxd boot --config /etc/sandboxd/sandboxd.toml",
+		"SuccessExitStatus": "11",
+	} {
+		if got := u["Service"][k]; !slices.Equal(got, []string{v}) {
+			t.Errorf("[Service] %s = %q, want exactly %q", k, got, v)
+		}
+	}
+	if got := u["Install"]["WantedBy"]; !slices.Equal(got, []string{"sysinit.target"}) {
+		t.Errorf("[Install] WantedBy = %q, want sysinit.target", got)
+	}
+}
+
 func TestSocketUnit(t *testing.T) {
 	u := parseUnit(t, "sandboxd.socket")
 	for k, v := range map[string]string{
@@ -144,13 +185,13 @@ func TestUnitsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"sandboxd.service", "sandboxd.socket"} {
+	for _, name := range []string{"sandboxd.service", "sandboxd.socket", "sandboxd-boot.service"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		text := string(b)
-		if name == "sandboxd.service" {
+		if name != "sandboxd.socket" {
 			const from = "\nExecStart=/usr/bin/sandboxd "
 			if strings.Count(text, from) != 1 {
 				t.Fatalf("%s: want exactly one line starting %q", name, strings.TrimSpace(from))
@@ -169,7 +210,7 @@ func TestUnitsVerify(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(analyze, "verify",
-		filepath.Join(dir, "sandboxd.socket"), filepath.Join(dir, "sandboxd.service"))
+		filepath.Join(dir, "sandboxd.socket"), filepath.Join(dir, "sandboxd.service"), filepath.Join(dir, "sandboxd-boot.service"))
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
