@@ -17,6 +17,9 @@ import (
 	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
+// ErrSocketAnswered is ListenUnix's error for a socket another daemon answers on.
+var ErrSocketAnswered = errors.New("another sandboxd is answering on it")
+
 // ListenUnix creates the API socket at path with mode and group (a name or numeric gid;
 // "" = the daemon's group). A stale socket file left by a crashed daemon is replaced; a
 // socket with a live daemon behind it is an error, not stolen. The socket is made under a
@@ -58,7 +61,7 @@ func ListenUnix(path string, mode os.FileMode, group string) (net.Listener, erro
 		if err == nil {
 			c.Close()
 			dir.Close()
-			return nil, fmt.Errorf("socket %s: another sandboxd is answering on it; stop it first (not stealing a live socket)", path)
+			return nil, fmt.Errorf("socket %s: %w; stop it first (not stealing a live socket)", path, ErrSocketAnswered)
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			dir.Close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/sandboxd/sandboxd/daemon"
 	"github.com/sandboxd/sandboxd/internal/config"
@@ -32,16 +34,24 @@ Exit 0 on a clean stop (SIGTERM or SIGINT).`,
 			fs.StringVar(&o.StateDir, "state-dir", "", "override [server] state_dir (a `DIR`)")
 			fs.StringVar(&o.Mode, "mode", "", "override [server] mode: `MODE` enforce or observe")
 			fs.StringVar(&o.LogLevel, "log-level", "", "override [log] level: `LEVEL` debug, info, warn or error")
+			watch := fs.Bool("watch-config", false, "reload when the config file's content changes (a Kubernetes ConfigMap volume)")
+			wait := fs.Bool("wait-for-socket", false, "when another sandboxd answers on the socket, wait until it stops instead of exiting (a DaemonSet handover)")
 			return func(ctx context.Context, inv *invocation) int {
 				o.Socket = inv.g.socket
-				return runServe(ctx, inv, *o)
+				return runServe(ctx, inv, *o, serveOptions{watchConfig: *watch, waitForSocket: *wait})
 			}
 		}}
 }
 
 // runServe runs the daemon: config from the embedded default, then --config, then flags;
 // listeners from systemd socket activation or made here; SIGHUP reloads.
-func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides) int {
+// serveOptions are serve's flags that are not config overrides.
+type serveOptions struct {
+	watchConfig   bool // reload on a change of the config file's content (daemon.WatchConfig)
+	waitForSocket bool // wait for another daemon answering on the socket to stop (a handover)
+}
+
+func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides, so serveOptions) int {
 	stderr := inv.stderr
 	cfgPath := &inv.g.config
 	cfg, err := loadServeConfig(*cfgPath, overrides)
@@ -65,6 +75,9 @@ func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides) 
 		return exitConfig
 	}
 	ln, tcp, err := listeners(cfg)
+	if so.waitForSocket && errors.Is(err, daemon.ErrSocketAnswered) {
+		ln, tcp, err = waitForSocket(ctx, cfg, logger, err)
+	}
 	if err != nil {
 		logger.Error("cannot listen", "err", err)
 		return 1
@@ -85,6 +98,13 @@ func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides) 
 			}
 		}
 	}()
+	if so.watchConfig {
+		go func() {
+			if err := d.WatchConfig(ctx); err != nil {
+				logger.Error("cannot watch the config file; reload with SIGHUP", "path", *cfgPath, "err", err)
+			}
+		}()
+	}
 	if err := d.Run(ctx, ln, tcp); err != nil {
 		logger.Error("daemon stopped", "err", err)
 		return 1
@@ -140,4 +160,28 @@ func listeners(cfg *config.Config) (net.Listener, net.Listener, error) {
 		}
 	}
 	return ln, tcp, nil
+}
+
+// waitForSocket is the handover of a DaemonSet whose pods replace each other on a node
+// (an observe/enforce label flip, a rollout): the new pod finds the old one still
+// answering on the socket and, instead of exiting into a crash-loop backoff, waits until
+// it has stopped, then takes the socket. It says so once, and retries every second.
+func waitForSocket(ctx context.Context, cfg *config.Config, logger *slog.Logger, first error) (net.Listener, net.Listener, error) {
+	logger.Info("another sandboxd answers on the socket: waiting for it to stop (--wait-for-socket)", "socket", cfg.Server.Socket, "err", first)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("stopped while waiting for the socket: %w", first)
+		case <-t.C:
+		}
+		ln, tcp, err := listeners(cfg)
+		if !errors.Is(err, daemon.ErrSocketAnswered) {
+			if err == nil {
+				logger.Info("the other sandboxd stopped: socket taken", "socket", cfg.Server.Socket)
+			}
+			return ln, tcp, err
+		}
+	}
 }

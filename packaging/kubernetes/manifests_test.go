@@ -84,7 +84,7 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 }
 
 // TestConfigMap: the ConfigMap's TOML is `sandboxd config default` with exactly the
-// pod's three changes, and `sandboxd config check` accepts it.
+// pod's four changes, and `sandboxd config check` accepts it.
 func TestConfigMap(t *testing.T) {
 	bin := sandboxd(t)
 	var cm corev1.ConfigMap
@@ -113,7 +113,7 @@ func TestConfigMap(t *testing.T) {
 	}
 }
 
-// podConfig is the default with the three changes a pod needs (configmap.yaml says why).
+// podConfig is the default with the four changes a pod needs (configmap.yaml says why).
 func podConfig(t *testing.T, def string) string {
 	t.Helper()
 	for _, r := range []struct{ old, new string }{
@@ -121,6 +121,9 @@ func podConfig(t *testing.T, def string) string {
 		{`textfile = ""                    #`, `textfile = "/var/lib/prometheus/node-exporter/sandboxd.prom" #`},
 		{"[[filesystem]]\n# Any path on the filesystem (required); the filesystem holding it is watched.\npath = \"/\"\n",
 			"[[filesystem]]\n# Any path on the filesystem (required); the filesystem holding it is watched.\npath = \"/host\"\n"},
+		// The reserve on the writable hostPath made for sandboxd's state (issue 25): by
+		// default it resolved to /host/.sandboxd-reserve on the read-only /host mount.
+		{`reserve_path = ""                #`, `reserve_path = "/var/lib/sandboxd/reserve" #`},
 	} {
 		if strings.Count(def, r.old) != 1 {
 			t.Fatalf("the default config no longer has exactly one %q: change podConfig and configmap.yaml together", r.old)
@@ -215,6 +218,14 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap) {
 	}
 	if c.Args[0] != "serve" || !slices.Contains(c.Args, "/etc/sandboxd/sandboxd.toml") {
 		t.Errorf("args %v", c.Args)
+	}
+	// A ConfigMap edit reaches the daemon (watched file, reloaded in place; daemon's
+	// TestWatchConfigFollowsAConfigMap), and a handover waits for the socket
+	// (cmd's TestServeWaitsForTheSocket) instead of crash-looping (issue 25).
+	for _, f := range []string{"--watch-config", "--wait-for-socket"} {
+		if !slices.Contains(c.Args, f) {
+			t.Errorf("args %v lack %s", c.Args, f)
+		}
 	}
 	req := c.Resources.Requests
 	if req.Cpu().IsZero() || req.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
