@@ -30,7 +30,7 @@ run: build
 	@mkdir -p $(RUN_DIR)
 	@echo "sandboxd: socket $(RUN_DIR)/sandboxd.sock — in another shell:"
 	@echo "  export PATH=$(CURDIR)/bin:\$$PATH SANDBOXD_SOCKET=$(RUN_DIR)/sandboxd.sock; sandboxd status"
-	$(BIN) serve --socket $(RUN_DIR)/sandboxd.sock --state-dir $(RUN_DIR)/state $(ARGS)
+	$(BIN) serve --socket $(RUN_DIR)/sandboxd.sock --state-dir $(RUN_DIR)/state --registry-dir $(RUN_DIR)/registry $(ARGS)
 
 status: build
 	SANDBOXD_SOCKET=$(RUN_DIR)/sandboxd.sock $(BIN) status

@@ -28,6 +28,10 @@ const (
 	// measured (its statfs failed: EIO, ENOENT, ESTALE, ENOTCONN, ...), so no verdict
 	// about its space exists. Added to CONTRACT §3 by issue 10.
 	CodeFilesystemUnavailable Code = "filesystem_unavailable"
+	// CodeStateUnavailable: a registration could not be made durable (the job registry in
+	// [jobs] registry_dir cannot be written), so it is refused rather than answered 201
+	// and forgotten by a restart (CONTRACT §17, issue 20).
+	CodeStateUnavailable Code = "state_unavailable"
 )
 
 type codeInfo struct {
@@ -52,6 +56,7 @@ var codes = map[Code]codeInfo{
 	CodeJobsUnavailable:  {http.StatusServiceUnavailable, 69, "jobs unavailable"},
 	// 75 (EX_TEMPFAIL), as mount_unavailable: a filesystem that comes back answers again.
 	CodeFilesystemUnavailable: {http.StatusServiceUnavailable, 75, "filesystem unavailable"},
+	CodeStateUnavailable:      {http.StatusServiceUnavailable, 75, "state unavailable"},
 }
 
 // Codes lists every error code, in the precedence order of CONTRACT §3 for the ones that
@@ -60,7 +65,7 @@ var Codes = []Code{
 	CodeNotFound, CodeReplaceSandbox, CodeDiskFull, CodeInodesExhausted,
 	CodeMountUnavailable, CodeFilesystemUnavailable, CodeBusy,
 	CodeBadRequest, CodeForbidden, CodeMethodNotAllowed, CodePayloadTooLarge, CodeInternal,
-	CodeConflict, CodeJobsUnavailable,
+	CodeConflict, CodeJobsUnavailable, CodeStateUnavailable,
 }
 
 // Status is the HTTP status of the code (500 for an unknown code).

@@ -131,6 +131,20 @@ type JobsSummary struct {
 	OldestStartedAt *time.Time `json:"oldest_started_at,omitempty"`
 	NextLapse       string     `json:"next_lapse,omitempty"`
 	NextLapseAt     *time.Time `json:"next_lapse_at,omitempty"`
+	// Registry is where the live registry is kept (v1.2, [jobs] registry_dir).
+	Registry *JobsRegistry `json:"registry,omitempty"`
+}
+
+// JobsRegistry is the state of the job registry's journal (CONTRACT §17).
+type JobsRegistry struct {
+	Dir string `json:"dir"`
+	// JournalBytes is the journal's size now; WrittenBytes every byte written to the
+	// registry since start (appends and rewrites).
+	JournalBytes int64 `json:"journal_bytes"`
+	WrittenBytes int64 `json:"written_bytes"`
+	// Error is why registrations are refused with state_unavailable now ("" while the
+	// registry can be written).
+	Error string `json:"error,omitempty"`
 }
 
 // EventJob is the event kind of a job's registration; its end is an EventKill.

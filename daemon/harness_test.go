@@ -75,6 +75,9 @@ func startDaemon(t testing.TB, body string, mutate ...func(*Options)) *testDaemo
 func startDaemonIn(t testing.TB, dir, text string, mutate ...func(*Options)) *testDaemon {
 	t.Helper()
 	cfg := parseConfig(t, text)
+	if cfg.Jobs.RegistryDir == "/run/sandboxd" { // the default: never the machine's own
+		cfg.Jobs.RegistryDir = filepath.Join(dir, "registry")
+	}
 	cfgPath := filepath.Join(dir, "sandboxd.toml")
 	os.WriteFile(cfgPath, []byte(text), 0o644)
 	opts := Options{Config: cfg, ConfigPath: cfgPath, Logger: testLogger(t), Version: "test"}

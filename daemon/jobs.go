@@ -22,7 +22,7 @@ import (
 func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
 	j := cfg.Jobs
 	return jobs.Options{CgroupRoot: j.CgroupRoot, DefaultTTL: j.DefaultTTL, MaxLifetime: j.MaxLifetime,
-		Grace: j.Grace, UnleasedMax: j.UnleasedMax, KeepEnded: j.KeepEnded,
+		Grace: j.Grace, UnleasedMax: j.UnleasedMax, KeepEnded: j.KeepEnded, RegistryDir: j.RegistryDir,
 		State: d.state, Now: d.now, Events: d.events.For("jobs"), Logger: d.logger.With("component", "jobs"),
 		ProcRoot: d.opts.ProcRoot,
 		SiteKnown: func(name string) bool {

@@ -493,6 +493,19 @@ grace = "500ms"
 	c.exchange(u2, "GET", "/v1/jobs", "", false)
 	c.exchange(u2, "GET", "/v1/jobs/leaks", "", false)
 
+	// state_unavailable: a daemon whose job registry cannot be written (its registry_dir
+	// is a regular file), so a registration cannot be made durable (issue 20 item 2).
+	regFile := filepath.Join(ok, "registry-is-a-file")
+	os.WriteFile(regFile, nil, 0o600)
+	os.Mkdir(filepath.Join(root, "state"), 0o755) // a cgroup of its own beside the first daemon's jobs
+	td3, _ := startDaemonTCP(t, fmt.Sprintf("site = []\n[[filesystem]]\npath = %q\nreserve = \"0\"\nreclaim_below = \"1MiB\"\nreplace_below = \"0\"\n[jobs]\ncgroup_root = %q\nregistry_dir = %q\n",
+		ok, filepath.Join(root, "state"), regFile))
+	s, data = c.exchange(unixRT(td3.sock), "POST", "/v1/jobs", fmt.Sprintf(`{"pid":%d}`, sleeper.Process.Pid), false)
+	want(503, s, data, "register with a registry that cannot be written")
+	if !strings.Contains(string(data), `"code":"state_unavailable"`) {
+		t.Errorf("register with a registry that cannot be written: %d %s", s, data)
+	}
+
 	// Every route of the server answered a 2xx, every error code was seen.
 	for _, r := range td.d.Routes() {
 		if !c.routes[r] {

@@ -10,6 +10,9 @@ import (
 // They are re-applied on every reload, so a SIGHUP never undoes a flag.
 type Overrides struct {
 	Socket, HTTP, StateDir, Mode, LogLevel string
+	// RegistryDir overrides [jobs] registry_dir (make run points it under ./.run, so a
+	// non-root daemon needs no /run/sandboxd).
+	RegistryDir string
 }
 
 // Apply sets the non-empty overrides on a copy of cfg and validates the result.
@@ -23,6 +26,9 @@ func (o Overrides) Apply(cfg *config.Config) (*config.Config, error) {
 	}
 	if o.StateDir != "" {
 		c.Server.StateDir = o.StateDir
+	}
+	if o.RegistryDir != "" {
+		c.Jobs.RegistryDir = o.RegistryDir
 	}
 	if o.Mode != "" {
 		c.Server.Mode = o.Mode

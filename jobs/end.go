@@ -58,7 +58,7 @@ func (m *Manager) EndAs(ctx context.Context, id, reason string, wait bool, by Ca
 func (m *Manager) startEndLocked(j *job, reason string) {
 	if j.State == api.JobRunning {
 		j.State, j.Reason = api.JobEnding, reason
-		m.markDirty()
+		m.putLocked(j)
 	}
 	if j.State != api.JobEnding || j.endOnce {
 		return
@@ -143,13 +143,13 @@ func (m *Manager) finish(j *job, state, reason, dir string) {
 		return // someone else finished it meanwhile
 	}
 	m.finishLocked(j, state, reason)
+	m.putLocked(j)
 	if m.watch != nil && j.wd != 0 && state != api.JobLeaked {
 		m.watch.remove(j.wd)
 		j.wd = 0
 	}
 	cbs := append([]func(string, string){}, m.onEnd...)
 	m.mu.Unlock()
-	m.markDirty()
 	m.kick()
 	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir}
 	msg := "job " + state + ": " + reason

@@ -178,13 +178,14 @@ func TestRestartKeepsLeases(t *testing.T) {
 	if _, err := f.m.Register(api.JobRequest{ID: "short", PID: short.Process.Pid, TTL: dur(300 * time.Millisecond)}, Caller{}); err != nil {
 		t.Fatal(err)
 	}
-	// Stop without letting Run save: copy the document as registration left it.
-	doc, err := os.ReadFile(filepath.Join(f.state, stateName))
+	// Stop without letting Run save: copy the journal as registration left it.
+	journal := filepath.Join(f.opts.RegistryDir, journalName)
+	doc, err := os.ReadFile(journal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.shutdown()
-	os.WriteFile(filepath.Join(f.state, stateName), doc, 0o600)
+	os.WriteFile(journal, doc, 0o600)
 	time.Sleep(500 * time.Millisecond) // "short" lapses while no daemon runs
 	if !alive(short.Process.Pid) {
 		t.Fatal("nothing should end a job while the daemon is down")

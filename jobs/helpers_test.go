@@ -60,7 +60,7 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	root := testRoot(t)
 	f := &fixture{t: t, root: root, state: t.TempDir()}
 	f.opts = Options{CgroupRoot: root, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Grace: 2 * time.Second, KillWait: 3 * time.Second,
-		State: state.Open(f.state)}
+		State: state.Open(f.state), RegistryDir: f.state + "/registry"}
 	if mod != nil {
 		mod(&f.opts)
 	}

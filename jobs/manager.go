@@ -35,7 +35,12 @@ type Options struct {
 	// SweepInterval is the period of the background leak check (1m).
 	SweepInterval time.Duration
 
-	State    *state.Store // nil: memory only
+	// RegistryDir is [jobs] registry_dir, where the journal of live jobs is kept (journal.go);
+	// "" keeps the registry in memory only.
+	RegistryDir string
+	// State is the state directory, read only for the registry document of versions before
+	// the journal (nil: none).
+	State    *state.Store
 	Now      func() time.Time
 	Events   func(api.Event)
 	Logger   *slog.Logger
@@ -173,10 +178,10 @@ type Manager struct {
 	restartGap        bool // the first tick measures the gap since the last saved tick
 	tickFile          *os.File
 
-	wake    chan struct{} // a lease changed: recompute the next deadline
-	dirty   chan struct{} // the registry changed: save it soon
-	saveMu  sync.Mutex    // serialises writes of the state document
-	saveErr error
+	journal *journal // the registry on disk (journal.go); nil: memory only
+	regErr  error    // why the registry cannot be written now; nil while it can
+
+	wake chan struct{} // a lease changed: recompute the next deadline
 }
 
 // New builds a Manager: it works out the cgroup root (a host without usable cgroup v2
@@ -188,7 +193,7 @@ func New(opts Options) *Manager {
 	m := &Manager{opts: opts, jobs: map[string]*job{}, endedTotal: map[string]int64{},
 		lastLeaks: map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0},
 		runCtx:    context.Background(), wg: &sync.WaitGroup{},
-		wake: make(chan struct{}, 1), dirty: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1)}
 	for _, r := range []string{api.ReasonLeaseExpired, api.ReasonMaxLifetime, api.ReasonDeleted, api.ReasonExited} {
 		m.endedTotal[r] = 0
 	}
@@ -325,13 +330,6 @@ func (m *Manager) viewLocked(j *job) api.Job {
 }
 
 func (m *Manager) emit(ev api.Event) { m.opts.Events(ev) }
-
-func (m *Manager) markDirty() {
-	select {
-	case m.dirty <- struct{}{}:
-	default:
-	}
-}
 
 func (m *Manager) kick() {
 	select {

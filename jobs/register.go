@@ -133,10 +133,20 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "the registry is full: %d live jobs, the most this daemon holds; end some first", live)
 	}
-	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409.
+	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409, and
+	// write the registration down first: a job that could not be made durable is refused
+	// before any process is moved, never answered 201 and forgotten by a restart.
+	now, boot := m.opts.Now(), boottime()
 	j := &job{ID: req.ID, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
 		Cgroup: filepath.Join(m.root, "jobs", req.ID),
-		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true, Owner: ownerOf(by, m.opts.ProcRoot)}
+		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true, Owner: ownerOf(by, m.opts.ProcRoot),
+		StartedAt: now.Round(time.Millisecond), StartBoot: boot, DeadlineBoot: boot + int64(life)}
+	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)
+	c := *j
+	if err := m.logLocked(record{Op: "put", Job: &c}); err != nil {
+		m.mu.Unlock()
+		return api.Job{}, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
+	}
 	delete(m.jobs, req.ID)
 	m.jobs[req.ID] = j
 	m.mu.Unlock()
@@ -145,17 +155,13 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		m.mu.Lock()
 		if m.jobs[req.ID] == j {
 			delete(m.jobs, req.ID)
+			m.logLocked(record{Op: "forget", ID: req.ID})
 		}
 		m.mu.Unlock()
 		return api.Job{}, err
 	}
 
-	now, boot := m.opts.Now(), boottime()
 	m.mu.Lock()
-	j.StartedAt = now.Round(time.Millisecond)
-	j.StartBoot = boot
-	j.DeadlineBoot = boot + int64(life)
-	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)
 	j.placing = false
 	m.lastActivity = now
 	m.pruneEndedLocked()
@@ -164,7 +170,6 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 	v := m.viewLocked(j)
 	m.mu.Unlock()
-	m.save()
 	m.kick()
 	v.Processes = countProcs(j.Cgroup)
 	v.Warnings = warnings
@@ -331,9 +336,15 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	j.LeaseBoot = min(boottime()+int64(extend), j.DeadlineBoot)
 	j.Heartbeats++
 	m.lastActivity = m.opts.Now()
-	m.markDirty()
+	// Renewed in memory whatever happens: the job is alive and its runner was heard. A
+	// heartbeat that could not be written is covered after a crash by the restart's grace.
+	err := m.logLocked(record{Op: "hb", ID: j.ID, LeaseBoot: j.LeaseBoot, Beats: j.Heartbeats})
 	m.kick()
-	return m.viewLocked(j), nil
+	v := m.viewLocked(j)
+	if err != nil {
+		v.Warnings = append(v.Warnings, "lease renewed in memory only: the registry cannot be written ("+err.Error()+"); a restart of sandboxd would give it one ttl of grace from its start")
+	}
+	return v, nil
 }
 
 // pruneEndedLocked drops ended jobs past keep_ended, and the oldest beyond MaxEnded.
@@ -346,6 +357,7 @@ func (m *Manager) pruneEndedLocked() {
 		}
 		if boot-j.EndedBoot > int64(m.opts.KeepEnded) {
 			delete(m.jobs, id)
+			m.logLocked(record{Op: "forget", ID: id})
 			continue
 		}
 		ended = append(ended, j)
@@ -356,5 +368,6 @@ func (m *Manager) pruneEndedLocked() {
 	sortByEnd(ended)
 	for _, j := range ended[:len(ended)-m.opts.MaxEnded] {
 		delete(m.jobs, j.ID)
+		m.logLocked(record{Op: "forget", ID: j.ID})
 	}
 }

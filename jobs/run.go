@@ -29,7 +29,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Unlock()
 	defer func() {
 		wg.Wait()
-		m.save()
+		m.closeRegistry()
 		m.removeIdleRoot()
 	}()
 	if m.unavailable != "" {
@@ -81,8 +81,6 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-m.wake:
-		case <-m.dirty:
-			m.save()
 		case <-sweep.C:
 			wg.Add(1)
 			go func() { defer wg.Done(); m.Leaks(ctx, false) }()

@@ -60,10 +60,8 @@ func (m *Manager) graceLocked(boot, lastTick int64, stall time.Duration) []strin
 		if lease > j.LeaseBoot {
 			j.LeaseBoot = lease
 			ids = append(ids, j.ID)
+			m.logLocked(record{Op: "hb", ID: j.ID, LeaseBoot: j.LeaseBoot, Beats: j.Heartbeats})
 		}
-	}
-	if len(ids) > 0 {
-		m.markDirty()
 	}
 	return ids
 }
@@ -86,10 +84,10 @@ func (m *Manager) announceGrace(stall time.Duration, restart bool, ids []string)
 
 // tickPath is where the last tick is written down ("" when there is nowhere).
 func (m *Manager) tickPath() string {
-	if m.opts.State == nil || m.opts.State.Dir() == "" {
+	if m.opts.RegistryDir == "" {
 		return ""
 	}
-	return filepath.Join(m.opts.State.Dir(), tickName)
+	return filepath.Join(m.opts.RegistryDir, tickName)
 }
 
 // writeTick writes the tick down in place (one small pwrite, no fsync: it must survive a

@@ -14,6 +14,7 @@ func (m *Manager) Summary() api.JobsSummary {
 	var oldest, next *job
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	s.Registry = m.registryLocked()
 	for _, j := range m.jobs {
 		switch j.State {
 		case api.JobRunning:

@@ -7,34 +7,72 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 )
 
-// stateName is the registry's document in the state directory.
-const stateName = "jobs"
+// legacyName is the registry's document in the state directory before issue 20 moved it
+// to the journal in registry_dir: read once, at the first start of a newer sandboxd.
+const legacyName = "jobs"
 
 type stateDoc struct {
 	BootID string `json:"boot_id"`
 	Jobs   []*job `json:"jobs"`
 }
 
-// load reads the registry of an earlier run. Jobs of another boot are dropped: their
-// cgroups and processes went with that boot. A live job whose cgroup is gone ended while
-// the daemon was down; Run ends a live one whose lease lapsed meanwhile.
+// load opens the journal in RegistryDir and rebuilds the registry from it (falling back,
+// once, on the state directory's document of older versions). Jobs of another boot are
+// dropped: their cgroups and processes went with that boot. A live job whose cgroup is gone
+// ended while the daemon was down; Run ends a live one whose lease lapsed meanwhile. A
+// registry that cannot be opened leaves the Manager refusing registrations (regErr).
 func (m *Manager) load() {
-	if m.opts.State == nil {
+	if m.opts.RegistryDir == "" {
+		return // memory only (tests, and a Manager without a registry)
+	}
+	jr, recs, bad, err := openJournal(m.opts.RegistryDir)
+	if err != nil {
+		m.regErr = err
+		m.opts.Logger.Warn("job registry unusable: registrations are refused", "err", err)
 		return
 	}
-	var doc stateDoc
-	if err := m.opts.State.Load(stateName, &doc); err != nil {
-		m.opts.Logger.Warn("job registry unreadable: starting empty", "err", err)
-		return
+	m.journal = jr
+	if bad > 0 {
+		m.opts.Logger.Warn("job registry: lines that did not parse were skipped", "lines", bad)
 	}
-	if doc.BootID != m.boot {
-		if len(doc.Jobs) > 0 {
-			m.opts.Logger.Info("job registry is from another boot: dropped", "jobs", len(doc.Jobs))
+	var jobs []*job
+	boot := ""
+	if len(recs) > 0 {
+		boot = recs[0].BootID
+	} else if m.opts.State != nil {
+		var doc stateDoc
+		if err := m.opts.State.Load(legacyName, &doc); err == nil && len(doc.Jobs) > 0 {
+			boot, jobs = doc.BootID, doc.Jobs
 		}
-		return
 	}
-	for _, j := range doc.Jobs {
-		if j == nil || validID(j.ID) != nil {
+	if boot != m.boot {
+		if len(recs) > 1 || len(jobs) > 0 {
+			m.opts.Logger.Info("job registry is from another boot: dropped")
+		}
+		recs, jobs = nil, nil
+	}
+	byID := map[string]*job{}
+	for _, j := range jobs {
+		if j != nil {
+			byID[j.ID] = j
+		}
+	}
+	for _, r := range recs {
+		switch r.Op {
+		case "put":
+			if r.Job != nil {
+				byID[r.Job.ID] = r.Job
+			}
+		case "hb":
+			if j := byID[r.ID]; j != nil {
+				j.LeaseBoot, j.Heartbeats = r.LeaseBoot, r.Beats
+			}
+		case "forget":
+			delete(byID, r.ID)
+		}
+	}
+	for _, j := range byID {
+		if validID(j.ID) != nil {
 			continue
 		}
 		j.done = make(chan struct{})
@@ -51,30 +89,74 @@ func (m *Manager) load() {
 	if len(m.jobs) > 0 {
 		m.rootReady = true
 	}
+	m.compactLocked() // a journal of this boot, holding just the jobs loaded
 }
 
-// save writes the registry now. It is called synchronously for a registration (a
-// registered job must survive a crash right after 201) and from Run's loop, coalesced,
-// for heartbeats, whose answer must stay as cheap as /livez.
-func (m *Manager) save() {
-	if m.opts.State == nil {
+// logLocked appends recs to the journal (nothing without a registry). Its error is the
+// registry's state until a write succeeds again; the journal is rewritten when due.
+func (m *Manager) logLocked(recs ...record) error {
+	if m.journal == nil {
+		return m.regErr
+	}
+	err := m.journal.append(recs...)
+	if err != nil {
+		if m.regErr == nil {
+			m.opts.Logger.Warn("job registry not written", "err", err)
+		}
+		m.regErr = err
+		return err
+	}
+	m.regErr = nil
+	if m.journal.due() {
+		m.compactLocked()
+	}
+	return nil
+}
+
+func (m *Manager) putLocked(j *job) {
+	c := *j
+	m.logLocked(record{Op: "put", Job: &c})
+}
+
+// compactLocked rewrites the journal as one boot record and one put per job.
+func (m *Manager) compactLocked() {
+	if m.journal == nil {
 		return
 	}
-	m.saveMu.Lock()
-	defer m.saveMu.Unlock()
-	m.mu.Lock()
-	doc := stateDoc{BootID: m.boot, Jobs: make([]*job, 0, len(m.jobs))}
+	recs := []record{{Op: "boot", BootID: m.boot, Version: journalVersion}}
 	for _, j := range m.jobs {
-		if j.placing {
-			continue // not registered until its 201: a crash now leaves an unknown cgroup, a leak
-		}
 		c := *j
-		doc.Jobs = append(doc.Jobs, &c)
+		recs = append(recs, record{Op: "put", Job: &c})
 	}
-	m.mu.Unlock()
-	err := m.opts.State.Save(stateName, doc)
-	if err != nil && m.saveErr == nil {
-		m.opts.Logger.Warn("job registry not saved: kept in memory", "err", err)
+	if err := m.journal.rewrite(recs); err != nil {
+		m.opts.Logger.Warn("job registry not rewritten: appending to the old journal", "err", err)
 	}
-	m.saveErr = err
+}
+
+// closeRegistry writes the registry compactly and releases it (Run's end).
+func (m *Manager) closeRegistry() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.journal == nil {
+		return
+	}
+	m.compactLocked()
+	m.journal.close()
+	m.journal = nil
+	m.regErr = errors.New("the job registry is closed: sandboxd is stopping")
+}
+
+// registryLocked is the registry part of the status.
+func (m *Manager) registryLocked() *api.JobsRegistry {
+	if m.opts.RegistryDir == "" {
+		return nil
+	}
+	r := &api.JobsRegistry{Dir: m.opts.RegistryDir}
+	if m.journal != nil {
+		r.JournalBytes, r.WrittenBytes = m.journal.size, m.journal.written
+	}
+	if m.regErr != nil {
+		r.Error = m.regErr.Error()
+	}
+	return r
 }

@@ -142,7 +142,8 @@ func serveDaemonIn(t *testing.T, dir, cfg, server string, prefix []string, healt
 		sock, filepath.Join(dir, "state"), strings.Join(health, "\n"))
 	path := filepath.Join(dir, "sandboxd.toml")
 	os.WriteFile(path, []byte(full), 0o644)
-	argv := append(append([]string{}, prefix...), binary, "serve", "--config", path)
+	// Each daemon its own job registry, never the machine's /run/sandboxd.
+	argv := append(append([]string{}, prefix...), binary, "serve", "--config", path, "--registry-dir", filepath.Join(dir, "registry"))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	logs := &testenv.SyncBuffer{}
 	cmd.Stderr = logs

@@ -32,6 +32,7 @@ Exit 0 on a clean stop (SIGTERM or SIGINT).`,
 			o := &daemon.Overrides{}
 			fs.StringVar(&o.HTTP, "http", "", "override [server] http: a loopback `ADDR` for the read-only listener, e.g. 127.0.0.1:9477")
 			fs.StringVar(&o.StateDir, "state-dir", "", "override [server] state_dir (a `DIR`)")
+			fs.StringVar(&o.RegistryDir, "registry-dir", "", "override [jobs] registry_dir, where the live job registry is kept (a `DIR`)")
 			fs.StringVar(&o.Mode, "mode", "", "override [server] mode: `MODE` enforce or observe")
 			fs.StringVar(&o.LogLevel, "log-level", "", "override [log] level: `LEVEL` debug, info, warn or error")
 			watch := fs.Bool("watch-config", false, "reload when the config file's content changes (a Kubernetes ConfigMap volume)")

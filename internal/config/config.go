@@ -50,6 +50,9 @@ type Jobs struct {
 	Grace       time.Duration `toml:"grace"`
 	UnleasedMax time.Duration `toml:"unleased_max"`
 	KeepEnded   time.Duration `toml:"keep_ended"`
+	// RegistryDir holds the live job registry, a journal (v1.2, CONTRACT §17): a tmpfs
+	// (/run), never a watched filesystem.
+	RegistryDir string `toml:"registry_dir"`
 }
 
 // RuntimeMounts is the [mounts] table (CONTRACT §12).

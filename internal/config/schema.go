@@ -196,5 +196,6 @@ func jobsFields(j *Jobs) []field {
 		{"grace", duration(&j.Grace)},
 		{"unleased_max", duration(&j.UnleasedMax)},
 		{"keep_ended", duration(&j.KeepEnded)},
+		{"registry_dir", pathStr(&j.RegistryDir)},
 	}
 }

@@ -45,6 +45,7 @@ func validateJobs(j *Jobs, ps *problems) {
 	notNegative(ps, "jobs.grace", j.Grace)
 	aboveZero(ps, "jobs.unleased_max", j.UnleasedMax)
 	notNegative(ps, "jobs.keep_ended", j.KeepEnded)
+	absPath(ps, "jobs.registry_dir", j.RegistryDir, false)
 	if j.DefaultTTL > 0 && j.MaxLifetime > 0 && j.DefaultTTL > j.MaxLifetime {
 		ps.addf("jobs.default_ttl", "%s is longer than jobs.max_lifetime (%s): no lease could last that long", j.DefaultTTL, j.MaxLifetime)
 	}
