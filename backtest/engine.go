@@ -203,7 +203,7 @@ func (e *Engine) conditionEvent(t time.Time, fig api.Filesystem, ev *api.Event) 
 			e.sum.FirstFillingUp = t
 		}
 	}
-	out.Condition, out.Reason, out.Message = typ, reason, ev.Message
+	out.Condition, out.Reason, out.Message = typ, reason, e.tr.Condition(typ).Message
 	e.events = append(e.events, out)
 }
 

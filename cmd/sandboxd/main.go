@@ -55,6 +55,7 @@ func commands() []*command {
 		bootCommand(),
 		eventsCommand(),
 		checkCommand(),
+		backtestCommand(),
 		configCommand(),
 		mountsCommand(),
 		runCommand(),
