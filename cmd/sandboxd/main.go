@@ -53,6 +53,7 @@ func commands() []*command {
 		reclaimCommand(),
 		reserveCommand(),
 		bootCommand(),
+		imageCommand(),
 		eventsCommand(),
 		checkCommand(),
 		backtestCommand(),
