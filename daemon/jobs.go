@@ -23,6 +23,7 @@ func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
 	j := cfg.Jobs
 	return jobs.Options{CgroupRoot: j.CgroupRoot, DefaultTTL: j.DefaultTTL, MaxLifetime: j.MaxLifetime,
 		Grace: j.Grace, UnleasedMax: j.UnleasedMax, KeepEnded: j.KeepEnded, RegistryDir: j.RegistryDir,
+		MaxEnded: int(j.KeepEndedMax),
 		State: d.state, Now: d.now, Events: d.events.For("jobs"), Logger: d.logger.With("component", "jobs"),
 		ProcRoot: d.opts.ProcRoot,
 		SiteKnown: func(name string) bool {
@@ -138,7 +139,7 @@ func (d *Daemon) handleJobGet(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	j, ok := d.jobReg.Get(id)
 	if !ok {
-		return api.NewProblem(api.CodeNotFound, "no job %q", id)
+		return d.jobReg.NotFound(id)
 	}
 	writeJSON(w, http.StatusOK, j)
 	return nil

@@ -25,8 +25,9 @@ func (m *Manager) EndAs(ctx context.Context, id, reason string, wait bool, by Ca
 	m.mu.Lock()
 	j, ok := m.jobs[id]
 	if !ok {
+		err := m.notFoundLocked(id)
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
+		return api.Job{}, err
 	}
 	if err := m.mayManageLocked(j, by, "end"); err != nil {
 		m.mu.Unlock()

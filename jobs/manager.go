@@ -29,8 +29,9 @@ type Options struct {
 	// KillWait is how long a job may still have processes after SIGKILL before it is
 	// leaked (10s, CONTRACT §11).
 	KillWait time.Duration
-	// MaxJobs bounds the live jobs (4096) and MaxEnded the ended ones kept listed (1024),
-	// so a flood of registrations cannot grow the daemon without bound.
+	// MaxJobs bounds the live jobs (4096) and MaxEnded the ended ones kept listed ([jobs]
+	// keep_ended_max, 1024), so a flood of registrations cannot grow the daemon without
+	// bound.
 	MaxJobs, MaxEnded int
 	// SweepInterval is the period of the background leak check (1m).
 	SweepInterval time.Duration
@@ -177,6 +178,9 @@ type Manager struct {
 	lastTick, dueTick int64
 	restartGap        bool // the first tick measures the gap since the last saved tick
 	tickFile          *os.File
+
+	forgot      map[string]forgotten // ended jobs dropped from the list (forgotten.go)
+	forgotOrder []string             // their ids, oldest first
 
 	journal *journal // the registry on disk (journal.go); nil: memory only
 	regErr  error    // why the registry cannot be written now; nil while it can
@@ -354,5 +358,5 @@ func (m *Manager) SetLimits(o Options) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.opts.DefaultTTL, m.opts.MaxLifetime, m.opts.Grace = o.DefaultTTL, o.MaxLifetime, o.Grace
-	m.opts.UnleasedMax, m.opts.KeepEnded = o.UnleasedMax, o.KeepEnded
+	m.opts.UnleasedMax, m.opts.KeepEnded, m.opts.MaxEnded = o.UnleasedMax, o.KeepEnded, o.MaxEnded
 }

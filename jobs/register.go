@@ -319,7 +319,7 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
 	if !ok {
-		return api.Job{}, api.NewProblem(api.CodeNotFound, "no job %q", id)
+		return api.Job{}, m.notFoundLocked(id)
 	}
 	if err := m.mayManageLocked(j, by, "heartbeat"); err != nil {
 		return api.Job{}, err
@@ -347,17 +347,17 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	return v, nil
 }
 
-// pruneEndedLocked drops ended jobs past keep_ended, and the oldest beyond MaxEnded.
+// pruneEndedLocked drops ended jobs past keep_ended, and the oldest beyond MaxEnded
+// (keep_ended_max).
 func (m *Manager) pruneEndedLocked() {
 	boot := boottime()
 	var ended []*job
-	for id, j := range m.jobs {
+	for _, j := range m.jobs {
 		if j.State != api.JobEnded && j.State != api.JobKilled {
 			continue
 		}
 		if boot-j.EndedBoot > int64(m.opts.KeepEnded) {
-			delete(m.jobs, id)
-			m.logLocked(record{Op: "forget", ID: id})
+			m.forgetLocked(j, "[jobs] keep_ended = "+api.FormatDuration(m.opts.KeepEnded))
 			continue
 		}
 		ended = append(ended, j)
@@ -367,7 +367,6 @@ func (m *Manager) pruneEndedLocked() {
 	}
 	sortByEnd(ended)
 	for _, j := range ended[:len(ended)-m.opts.MaxEnded] {
-		delete(m.jobs, j.ID)
-		m.logLocked(record{Op: "forget", ID: j.ID})
+		m.forgetLocked(j, fmt.Sprintf("[jobs] keep_ended_max = %d (the most ended jobs kept listed; the oldest go first)", m.opts.MaxEnded))
 	}
 }

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,4 +132,37 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// Issue 20 item 3: ended jobs are kept for keep_ended, at most keep_ended_max of them (the
+// oldest dropped first); one dropped answers 404 saying it ended and was forgotten, and
+// by which limit, where an id never registered answers "no job".
+func TestKeepEndedMax(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.MaxEnded = 2; o.KeepEnded = time.Hour })
+	for _, id := range []string{"first", "second", "third"} {
+		p := spawn(t, `exec sleep 600`)
+		if _, err := f.m.Register(api.JobRequest{ID: id, PID: p.Process.Pid}, Caller{}); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := f.m.End(context.Background(), id, api.ReasonDeleted, true); err != nil || v.State != api.JobKilled {
+			t.Fatalf("end %s: %+v %v", id, v, err)
+		}
+	}
+	// The cap is applied when the registry next changes (a registration, a tick).
+	waitFor(t, 10*time.Second, "the oldest ended job to be dropped", func() bool { _, ok := f.m.Get("first"); return !ok })
+	for _, id := range []string{"second", "third"} {
+		if _, ok := f.m.Get(id); !ok {
+			t.Errorf("ended job %s dropped though within keep_ended_max", id)
+		}
+	}
+	err := f.m.NotFound("first")
+	if problemCode(err) != api.CodeNotFound || !strings.Contains(err.Error(), "ended and forgotten") || !strings.Contains(err.Error(), "keep_ended_max = 2") {
+		t.Errorf("404 of a dropped job: %v", err)
+	}
+	if _, err := f.m.Heartbeat("first", 0); !strings.Contains(fmt.Sprint(err), "ended and forgotten") {
+		t.Errorf("heartbeat of a dropped job: %v", err)
+	}
+	if err := f.m.NotFound("never"); !strings.Contains(err.Error(), `no job "never"`) {
+		t.Errorf("404 of an unknown id: %v", err)
+	}
 }

@@ -50,6 +50,8 @@ type Jobs struct {
 	Grace       time.Duration `toml:"grace"`
 	UnleasedMax time.Duration `toml:"unleased_max"`
 	KeepEnded   time.Duration `toml:"keep_ended"`
+	// KeepEndedMax caps the ended jobs kept listed (the oldest go first), v1.2.
+	KeepEndedMax int64 `toml:"keep_ended_max"`
 	// RegistryDir holds the live job registry, a journal (v1.2, CONTRACT §17): a tmpfs
 	// (/run), never a watched filesystem.
 	RegistryDir string `toml:"registry_dir"`

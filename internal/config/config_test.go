@@ -53,7 +53,7 @@ func TestDefaultLoadsAndValidates(t *testing.T) {
 		},
 		RuntimeMounts: RuntimeMounts{MaxRegistered: 256},
 		Jobs: Jobs{DefaultTTL: 3 * time.Minute, MaxLifetime: 12 * time.Hour, Grace: 10 * time.Second,
-			UnleasedMax: time.Hour, KeepEnded: time.Hour, RegistryDir: "/run/sandboxd"},
+			UnleasedMax: time.Hour, KeepEnded: time.Hour, RegistryDir: "/run/sandboxd", KeepEndedMax: 1024},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("default config:\n got %+v\nwant %+v", c, want)

@@ -142,6 +142,7 @@ func Marshal(c *Config) ([]byte, error) {
 	w.kv("grace", fmtDuration(c.Jobs.Grace))
 	w.kv("unleased_max", fmtDuration(c.Jobs.UnleasedMax))
 	w.kv("keep_ended", fmtDuration(c.Jobs.KeepEnded))
+	w.kv("keep_ended_max", strconv.FormatInt(c.Jobs.KeepEndedMax, 10))
 	w.kv("registry_dir", w.str(c.Jobs.RegistryDir))
 	if w.err != nil {
 		return nil, w.err

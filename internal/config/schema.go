@@ -196,6 +196,7 @@ func jobsFields(j *Jobs) []field {
 		{"grace", duration(&j.Grace)},
 		{"unleased_max", duration(&j.UnleasedMax)},
 		{"keep_ended", duration(&j.KeepEnded)},
+		{"keep_ended_max", integer(&j.KeepEndedMax)},
 		{"registry_dir", pathStr(&j.RegistryDir)},
 	}
 }

@@ -46,6 +46,9 @@ func validateJobs(j *Jobs, ps *problems) {
 	aboveZero(ps, "jobs.unleased_max", j.UnleasedMax)
 	notNegative(ps, "jobs.keep_ended", j.KeepEnded)
 	absPath(ps, "jobs.registry_dir", j.RegistryDir, false)
+	if j.KeepEndedMax < 1 || j.KeepEndedMax > 1<<20 {
+		ps.addf("jobs.keep_ended_max", "%d is out of range: keep 1 to 1048576 ended jobs listed", j.KeepEndedMax)
+	}
 	if j.DefaultTTL > 0 && j.MaxLifetime > 0 && j.DefaultTTL > j.MaxLifetime {
 		ps.addf("jobs.default_ttl", "%s is longer than jobs.max_lifetime (%s): no lease could last that long", j.DefaultTTL, j.MaxLifetime)
 	}
