@@ -24,7 +24,7 @@ func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
 	return jobs.Options{CgroupRoot: j.CgroupRoot, DefaultTTL: j.DefaultTTL, MaxLifetime: j.MaxLifetime,
 		Grace: j.Grace, UnleasedMax: j.UnleasedMax, KeepEnded: j.KeepEnded, RegistryDir: j.RegistryDir,
 		MaxEnded: int(j.KeepEndedMax),
-		State: d.state, Now: d.now, Events: d.events.For("jobs"), Logger: d.logger.With("component", "jobs"),
+		State:    d.state, Now: d.now, Events: d.events.For("jobs"), Logger: d.logger.With("component", "jobs"),
 		ProcRoot: d.opts.ProcRoot,
 		SiteKnown: func(name string) bool {
 			for _, s := range d.current().sites.SiteNames() {
