@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"regexp"
 	"sort"
@@ -97,6 +99,9 @@ func schemaFields(s *openapi3.Schema) []string {
 
 func TestClientTypesMatchOpenAPI(t *testing.T) {
 	doc := openAPIDoc(t)
+	if *updateClientTypes {
+		writeClientTypes(t, doc)
+	}
 	answers := answerSchemas(doc)
 	clients := map[string]map[string][]string{
 		"clients/node/index.d.ts": typesIn(t, "../clients/node/index.d.ts",
@@ -176,5 +181,202 @@ func TestClientTypesMatchOpenAPI(t *testing.T) {
 	sort.Strings(lits)
 	if strings.Join(lits, ",") != strings.Join(enum, ",") {
 		t.Errorf("index.d.ts's Code %v, docs/openapi.yaml's enum %v", lits, enum)
+	}
+}
+
+// The wire types of both clients are generated from docs/openapi.yaml: after a change to
+// the document, `go test ./daemon -run TestClientTypesMatchOpenAPI -update` rewrites them
+// (the part of index.d.ts after its wire-types marker, the classes of types.py).
+var updateClientTypes = flag.Bool("update", false, "rewrite the clients' wire types from docs/openapi.yaml")
+
+const (
+	tsMarker = "// --- wire types: generated from docs/openapi.yaml by daemon/openapi_clients_test.go (-update);\n// one interface per schema an answer carries (JobInfo is its Job, ProblemDocument its Problem) ---\n"
+	pyMarker = "# --- generated from docs/openapi.yaml by daemon/openapi_clients_test.go (-update) ---\n"
+)
+
+// clientName is the client type name of a schema.
+func clientName(schema string) string {
+	for c, s := range clientTypeName {
+		if s == schema {
+			return c
+		}
+	}
+	return schema
+}
+
+func refName(ref string) string { return ref[strings.LastIndex(ref, "/")+1:] }
+
+func tsType(s *openapi3.SchemaRef) string {
+	if s.Ref != "" {
+		switch n := refName(s.Ref); n {
+		case "Duration":
+			return "string"
+		case "Size":
+			return "number | string"
+		case "Problem":
+			return "ProblemDocument"
+		default:
+			return clientName(n)
+		}
+	}
+	v := s.Value
+	var parts []string
+	for _, typ := range v.Type.Slice() {
+		switch typ {
+		case "string":
+			if s.Value == nil || len(v.Enum) == 0 {
+				parts = append(parts, "string")
+				continue
+			}
+			var es []string
+			for _, e := range v.Enum {
+				if e != nil {
+					es = append(es, strconv.Quote(e.(string)))
+				}
+			}
+			parts = append(parts, strings.Join(es, " | "))
+		case "integer", "number":
+			parts = append(parts, "number")
+		case "boolean":
+			parts = append(parts, "boolean")
+		case "null":
+			parts = append(parts, "null")
+		case "array":
+			parts = append(parts, tsType(v.Items)+"[]")
+		case "object":
+			switch {
+			case v.AdditionalProperties.Schema != nil:
+				parts = append(parts, "Record<string, "+tsType(v.AdditionalProperties.Schema)+">")
+			case len(v.Properties) > 0:
+				var ps []string
+				for _, k := range schemaFields(v) {
+					ps = append(ps, k+"?: "+tsType(v.Properties[k]))
+				}
+				parts = append(parts, "{ "+strings.Join(ps, "; ")+" }")
+			default:
+				parts = append(parts, "Record<string, unknown>")
+			}
+		}
+	}
+	for _, o := range v.OneOf {
+		parts = append(parts, tsType(o))
+	}
+	if len(parts) == 0 {
+		return "unknown"
+	}
+	return strings.Join(parts, " | ")
+}
+
+func pyType(s *openapi3.SchemaRef) string {
+	if s.Ref != "" {
+		switch n := refName(s.Ref); n {
+		case "Duration":
+			return "str"
+		case "Size":
+			return "Union[int, str]"
+		case "Problem":
+			return `"ProblemDocument"`
+		default:
+			return `"` + clientName(n) + `"`
+		}
+	}
+	v := s.Value
+	var parts []string
+	for _, typ := range v.Type.Slice() {
+		switch typ {
+		case "string":
+			var es []string
+			for _, e := range v.Enum {
+				if e != nil {
+					es = append(es, strconv.Quote(e.(string)))
+				}
+			}
+			if len(es) > 0 {
+				parts = append(parts, "Literal["+strings.Join(es, ", ")+"]")
+			} else {
+				parts = append(parts, "str")
+			}
+		case "integer":
+			parts = append(parts, "int")
+		case "number":
+			parts = append(parts, "float")
+		case "boolean":
+			parts = append(parts, "bool")
+		case "null":
+			parts = append(parts, "None")
+		case "array":
+			parts = append(parts, "List["+pyType(v.Items)+"]")
+		case "object":
+			if v.AdditionalProperties.Schema != nil {
+				parts = append(parts, "Dict[str, "+pyType(v.AdditionalProperties.Schema)+"]")
+			} else {
+				parts = append(parts, "Dict[str, Any]")
+			}
+		}
+	}
+	for _, o := range v.OneOf {
+		parts = append(parts, pyType(o))
+	}
+	switch len(parts) {
+	case 0:
+		return "Any"
+	case 1:
+		return parts[0]
+	}
+	return "Union[" + strings.Join(parts, ", ") + "]"
+}
+
+// generatedSchemas are the schemas the clients type: every one an answer carries, and
+// the request bodies the clients build from caller-supplied fields.
+func generatedSchemas(doc *openapi3.T) []string {
+	set := map[string]bool{"MountRegistration": true}
+	for n := range answerSchemas(doc) {
+		set[n] = true
+	}
+	var out []string
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func writeClientTypes(t *testing.T, doc *openapi3.T) {
+	var ts, py strings.Builder
+	for _, name := range generatedSchemas(doc) {
+		s := doc.Components.Schemas[name].Value
+		req := map[string]bool{}
+		for _, r := range s.Required {
+			req[r] = true
+		}
+		fmt.Fprintf(&ts, "\nexport interface %s {\n", clientName(name))
+		fmt.Fprintf(&py, "\n\nclass %s(TypedDict, total=False):\n", clientName(name))
+		for _, k := range schemaFields(s) {
+			opt := "?"
+			if req[k] {
+				opt = ""
+			}
+			typ := tsType(s.Properties[k])
+			if name == "Problem" && k == "code" {
+				typ = "Code"
+			}
+			fmt.Fprintf(&ts, "  %s%s: %s;\n", k, opt, typ)
+			fmt.Fprintf(&py, "    %s: %s\n", k, pyType(s.Properties[k]))
+		}
+		ts.WriteString("}\n")
+	}
+	for file, gen := range map[string]string{"../clients/node/index.d.ts": tsMarker + ts.String(), "../clients/python/src/sandboxd/types.py": pyMarker + py.String()} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := gen[:strings.Index(gen, "\n")+1]
+		head, _, ok := strings.Cut(string(b), marker)
+		if !ok {
+			t.Fatalf("%s has no marker %q", file, marker)
+		}
+		if err := os.WriteFile(file, []byte(head+gen), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

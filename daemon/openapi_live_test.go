@@ -229,7 +229,9 @@ func startDaemonTCP(t *testing.T, body string, mutate ...func(*Options)) (*testD
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	text := baseConfig(dir, body)
 	cfg := parseConfig(t, text)
-	opts := Options{Config: cfg, Logger: testLogger(t), Version: "test"}
+	cfgPath := filepath.Join(dir, "sandboxd.toml") // what POST /v1/config/reload reads again
+	os.WriteFile(cfgPath, []byte(text), 0o644)
+	opts := Options{Config: cfg, ConfigPath: cfgPath, Logger: testLogger(t), Version: "test"}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -363,7 +365,12 @@ grace = "500ms"
 	do("GET", "/v1/health", "") // 200 or 503 with its body; both validated
 
 	// Launch, resume, reclaim.
-	s, data := do("POST", "/v1/launch", `{"site":"ok","need_bytes":"1MiB","need_inodes":4,"deadline":"5s"}`)
+	s, data := do("POST", "/v1/config/reload", "")
+	want(200, s, data, "config reload")
+	if !strings.Contains(string(data), `"reloaded":true`) {
+		t.Errorf("config reload of the file the daemon runs on: %s", data)
+	}
+	s, data = do("POST", "/v1/launch", `{"site":"ok","need_bytes":"1MiB","need_inodes":4,"deadline":"5s"}`)
 	want(200, s, data, "launch")
 	s, data = do("POST", "/v1/resume", `{"deadline":"20s"}`)
 	want(200, s, data, "resume")

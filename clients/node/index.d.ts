@@ -155,52 +155,57 @@ export declare class Job {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-// --- wire types: one interface per schema of docs/openapi.yaml (JobInfo is Job,
-// ProblemDocument is Problem) ---
+// --- wire types: generated from docs/openapi.yaml by daemon/openapi_clients_test.go (-update);
+// one interface per schema an answer carries (JobInfo is its Job, ProblemDocument its Problem) ---
 
-export interface JobInfo {
-  cgroup?: string;
-  deadline_at?: string;
-  ended_at?: string | null;
-  grace_seconds?: number;
-  heartbeats?: number;
-  id?: string;
-  labels?: Record<string, string>;
-  lease_expires_at?: string;
-  pid?: number;
-  processes?: number | null;
-  reason?: "lease_expired" | "max_lifetime" | "deleted" | "exited" | "";
-  site?: string;
-  started_at?: string;
-  state?: "running" | "ending" | "ended" | "killed" | "leaked";
-  ttl_seconds?: number;
-  warnings?: string[];
-}
-
-export interface JobList {
-  available?: boolean;
-  cgroup_root?: string;
-  jobs?: JobInfo[];
-  reason?: string;
-}
-
-export interface Leak {
-  age_seconds?: number;
-  cgroup?: string;
-  cleaned?: boolean;
-  detail?: string;
+export interface Action {
   error?: string;
-  job?: string;
-  kind?: "registered" | "unleased" | "unknown_cgroup";
-  pid?: number;
-  processes?: number;
-  site?: string;
+  freed_bytes?: number;
+  freed_files?: number;
+  kind?: "prune_site" | "command" | "delete" | "release_reserve";
+  path?: string;
+  source?: string;
+  status?: "done" | "planned" | "skipped" | "failed" | "observed";
 }
 
-export interface LeaksReport {
-  checked_at?: string;
-  cleaned?: boolean;
-  leaks?: Leak[];
+export interface CacheRoot {
+  declared?: boolean;
+  estimated_bytes?: number;
+  estimated_files?: number;
+  kind?: string;
+  ladder?: "gc" | "entries" | "all";
+  name?: string;
+  order?: number;
+  owner_uid?: number;
+  partial?: boolean;
+  path?: string;
+  problem?: string;
+  sized_at?: string | null;
+}
+
+export interface Condition {
+  message?: string;
+  reason?: string;
+  severity?: "warning" | "critical";
+  since?: string;
+  status?: boolean;
+  subject?: string;
+  type?: "DiskPressure" | "InodePressure" | "DiskFillingUp" | "ReplaceRecommended" | "MountUnavailable" | "SiteProblem" | "ReserveReleased" | "JobOverdue" | "FilesystemUnavailable" | "StateNotPersistent" | "CacheThrashing" | "BootedFull";
+}
+
+export interface Event {
+  fields?: Record<string, unknown>;
+  kind?: string;
+  message?: string;
+  seq?: number;
+  subject?: string;
+  time?: string;
+}
+
+export interface EventsPage {
+  dropped?: boolean;
+  events?: Event[];
+  next?: number;
 }
 
 export interface Filesystem {
@@ -222,35 +227,94 @@ export interface Filesystem {
   reclaim_threshold_bytes?: number;
   reclaim_threshold_inodes?: number;
   reclaim_threshold_reason?: string;
+  replace_mark?: string;
   replace_threshold_bytes?: number;
   replace_threshold_inodes?: number;
   reserve_bytes?: number;
+  reserve_released_bytes?: number;
   sampled_at?: string;
   size_bytes?: number;
   size_setting?: string;
   stale?: boolean;
   used_ratio?: number;
+  verdict?: "ok" | "low" | "replace";
 }
 
-export interface Site {
-  bytes?: number;
-  files?: number;
-  jobs?: number;
-  last_prune_at?: string | null;
-  max_age_seconds?: number;
-  name?: string;
-  oldest_age_seconds?: number;
-  path?: string;
-  pending_prune?: number;
-  problem?: string | null;
-  pruned_total?: number;
-  running_jobs?: number;
+export interface Health {
+  conditions?: Condition[];
+  status?: "ok" | "warning" | "critical";
+  summary?: string;
+}
+
+export interface JobInfo {
+  cgroup?: string;
+  deadline_at?: string;
+  ended_at?: string | null;
+  grace_seconds?: number;
+  heartbeats?: number;
+  id?: string;
+  labels?: Record<string, string>;
+  lease_expires_at?: string;
+  owner?: { pidns?: string; uid?: number };
+  pid?: number;
+  processes?: number | null;
+  reason?: "lease_expired" | "max_lifetime" | "deleted" | "exited" | "";
+  site?: string;
+  started_at?: string;
+  state?: "running" | "ending" | "ended" | "killed" | "leaked";
+  ttl_seconds?: number;
+  warnings?: string[];
+}
+
+export interface JobList {
+  available?: boolean;
+  cgroup_root?: string;
+  jobs?: JobInfo[];
+  reason?: string;
+}
+
+export interface LaunchResponse {
+  advice?: "replace" | null;
+  detail?: string;
+  filesystem?: Filesystem;
+  freed_bytes?: number;
+  mounts?: Mount[];
+  ok?: boolean;
+  pruned?: number;
+  pruned_jobs?: string[];
+  site?: Site | null;
+  verdict?: "ok" | "low" | "replace";
+  warnings?: string[];
+}
+
+export interface Leak {
+  age_seconds?: number;
+  cgroup?: string;
+  cleaned?: boolean;
+  detail?: string;
+  error?: string;
+  job?: string;
+  kind?: "registered" | "unleased" | "unknown_cgroup";
+  pid?: number;
+  processes?: number;
+  site?: string;
+}
+
+export interface LeaksReport {
+  checked_at?: string;
+  cleaned?: boolean;
+  leaks?: Leak[];
 }
 
 export interface Link {
   path?: string;
   state?: string;
   target?: string;
+}
+
+export interface Livez {
+  reason?: string;
+  status: string;
 }
 
 export interface Mount {
@@ -265,7 +329,7 @@ export interface Mount {
   name?: string;
   path?: string;
   registered?: boolean;
-  registered_by?: { gid?: number; groups?: number[]; uid?: number };
+  registered_by?: { gid?: number; groups?: number[]; pidns?: string; uid?: number };
   remounts_total?: number;
   required?: boolean;
   since?: string;
@@ -280,83 +344,41 @@ export interface MountList {
   registered?: number;
 }
 
+export interface MountRegistration {
+  canary?: boolean;
+  credential_expires_at?: string;
+  credential_file?: string;
+  guard?: boolean;
+  job?: string;
+  links?: { path?: string; target?: string }[];
+  max_remounts_per_hour?: number;
+  name: string;
+  path: string;
+  probe_interval?: string;
+  probe_timeout?: string;
+  refresh_at?: number;
+  refresh_command?: string[];
+  remount_command?: string[];
+  remount_unit?: string;
+  required?: boolean;
+  unmount?: boolean;
+}
+
 export interface MountRelease {
   mount?: Mount;
   steps?: { detail?: string; result?: "done" | "failed" | "skipped" | "observed"; step?: "wait" | "links" | "abort" | "sync" | "umount" | "fusermount3" | "umount_lazy" | "guard" }[];
   unmounted?: boolean;
 }
 
-export interface Condition {
-  message?: string;
-  reason?: string;
-  severity?: "warning" | "critical";
-  since?: string;
-  status?: boolean;
-  subject?: string;
-  type?: "DiskPressure" | "InodePressure" | "DiskFillingUp" | "ReplaceRecommended" | "MountUnavailable" | "SiteProblem" | "ReserveReleased" | "JobOverdue" | "FilesystemUnavailable" | "StateNotPersistent" | "CacheThrashing";
-}
-
-export interface Action {
-  error?: string;
-  freed_bytes?: number;
-  freed_files?: number;
-  kind?: "prune_site" | "command" | "delete" | "release_reserve";
-  path?: string;
-  source?: string;
-  status?: "done" | "planned" | "skipped" | "failed" | "observed";
-}
-
-export interface Event {
-  fields?: Record<string, unknown>;
-  kind?: string;
-  message?: string;
-  seq?: number;
-  subject?: string;
-  time?: string;
-}
-
-export interface EventsPage {
-  dropped?: boolean;
-  events?: Event[];
-  next?: number;
-}
-
-export interface Health {
-  conditions?: Condition[];
-  status?: "ok" | "warning" | "critical";
-  summary?: string;
-}
-
-export interface Status {
-  api_version?: number;
-  caches?: CacheRoot[] | null;
-  conditions?: Condition[];
-  features?: string[];
-  filesystems?: Filesystem[];
-  jobs?: { available?: boolean; cgroup_root?: string; ended?: number; ending?: number; leaked?: number; next_lapse?: string; next_lapse_at?: string; oldest?: string; oldest_started_at?: string; reason?: string; running?: number };
-  mode?: "enforce" | "observe";
-  mounts?: Mount[];
-  offline?: boolean;
-  other_fuse_mounts?: Mount[] | null;
-  ready?: boolean;
-  reclaim?: ReclaimRun | null;
-  sites?: Site[];
-  started_at?: string;
-  state?: StateInfo;
-  version?: string;
-  warnings?: string[];
-}
-
-export interface LaunchResponse {
-  advice?: "replace" | null;
-  detail?: string;
+export interface ProblemDocument {
+  code: Code;
+  detail: string;
   filesystem?: Filesystem;
-  freed_bytes?: number;
   mounts?: Mount[];
-  ok?: boolean;
-  pruned?: number;
-  pruned_jobs?: string[];
-  site?: Site | null;
+  retry_after_seconds?: number;
+  status: number;
+  title: string;
+  type: string;
   warnings?: string[];
 }
 
@@ -379,36 +401,19 @@ export interface ReclaimRun {
   warnings?: string[];
 }
 
-export interface ProblemDocument {
-  code: Code;
-  detail: string;
-  filesystem?: Filesystem;
-  mounts?: Mount[];
-  retry_after_seconds?: number;
-  status: number;
-  title: string;
-  type: string;
-  warnings?: string[];
-}
-
-export interface CacheRoot {
-  declared?: boolean;
-  estimated_bytes?: number;
-  estimated_files?: number;
-  kind?: string;
-  ladder?: "gc" | "entries" | "all";
+export interface Site {
+  bytes?: number;
+  files?: number;
+  jobs?: number;
+  last_prune_at?: string | null;
+  max_age_seconds?: number;
   name?: string;
-  order?: number;
-  owner_uid?: number;
-  partial?: boolean;
+  oldest_age_seconds?: number;
   path?: string;
-  problem?: string;
-  sized_at?: string | null;
-}
-
-export interface Livez {
-  reason?: string;
-  status: string;
+  pending_prune?: number;
+  problem?: string | null;
+  pruned_total?: number;
+  running_jobs?: number;
 }
 
 export interface StateInfo {
@@ -417,28 +422,28 @@ export interface StateInfo {
   persistent?: boolean;
 }
 
+export interface Status {
+  api_version?: number;
+  caches?: CacheRoot[] | null;
+  conditions?: Condition[];
+  features?: string[];
+  filesystems?: Filesystem[];
+  jobs?: { available?: boolean; cgroup_root?: string; ended?: number; ending?: number; leaked?: number; next_lapse?: string; next_lapse_at?: string; oldest?: string; oldest_started_at?: string; reason?: string; running?: number };
+  mode?: "enforce" | "observe";
+  mounts?: Mount[];
+  offline?: boolean;
+  other_fuse_mounts?: Mount[] | null;
+  ready?: boolean;
+  reclaim?: ReclaimRun | null;
+  sites?: Site[];
+  started_at?: string;
+  state?: StateInfo;
+  version?: string;
+  warnings?: string[];
+}
+
 export interface Usage {
   bytes?: number;
   files?: number;
   path?: string;
-}
-
-export interface MountRegistration {
-  name: string;
-  path: string;
-  required?: boolean;
-  probe_interval?: string;
-  probe_timeout?: string;
-  canary?: boolean;
-  remount_unit?: string;
-  remount_command?: string[];
-  credential_file?: string;
-  refresh_command?: string[];
-  refresh_at?: number;
-  max_remounts_per_hour?: number;
-  links?: { path?: string; target?: string }[];
-  guard?: boolean;
-  job?: string;
-  credential_expires_at?: string;
-  unmount?: boolean;
 }

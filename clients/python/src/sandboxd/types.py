@@ -7,50 +7,57 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Literal, TypedDict, Union
 
-
-class JobInfo(TypedDict, total=False):
-    cgroup: str
-    deadline_at: str
-    ended_at: Union[str, None]
-    grace_seconds: float
-    heartbeats: int
-    id: str
-    labels: Dict[str, str]
-    lease_expires_at: str
-    pid: int
-    processes: Union[int, None]
-    reason: Literal["lease_expired", "max_lifetime", "deleted", "exited", ""]
-    site: str
-    started_at: str
-    state: Literal["running", "ending", "ended", "killed", "leaked"]
-    ttl_seconds: float
-    warnings: List[str]
+# --- generated from docs/openapi.yaml by daemon/openapi_clients_test.go (-update) ---
 
 
-class JobList(TypedDict, total=False):
-    available: bool
-    cgroup_root: str
-    jobs: List["JobInfo"]
-    reason: str
-
-
-class Leak(TypedDict, total=False):
-    age_seconds: float
-    cgroup: str
-    cleaned: bool
-    detail: str
+class Action(TypedDict, total=False):
     error: str
-    job: str
-    kind: Literal["registered", "unleased", "unknown_cgroup"]
-    pid: int
-    processes: int
-    site: str
+    freed_bytes: int
+    freed_files: int
+    kind: Literal["prune_site", "command", "delete", "release_reserve"]
+    path: str
+    source: str
+    status: Literal["done", "planned", "skipped", "failed", "observed"]
 
 
-class LeaksReport(TypedDict, total=False):
-    checked_at: str
-    cleaned: bool
-    leaks: List["Leak"]
+class CacheRoot(TypedDict, total=False):
+    declared: bool
+    estimated_bytes: int
+    estimated_files: int
+    kind: str
+    ladder: Literal["gc", "entries", "all"]
+    name: str
+    order: int
+    owner_uid: int
+    partial: bool
+    path: str
+    problem: str
+    sized_at: Union[str, None]
+
+
+class Condition(TypedDict, total=False):
+    message: str
+    reason: str
+    severity: Literal["warning", "critical"]
+    since: str
+    status: bool
+    subject: str
+    type: Literal["DiskPressure", "InodePressure", "DiskFillingUp", "ReplaceRecommended", "MountUnavailable", "SiteProblem", "ReserveReleased", "JobOverdue", "FilesystemUnavailable", "StateNotPersistent", "CacheThrashing", "BootedFull"]
+
+
+class Event(TypedDict, total=False):
+    fields: Dict[str, Any]
+    kind: str
+    message: str
+    seq: int
+    subject: str
+    time: str
+
+
+class EventsPage(TypedDict, total=False):
+    dropped: bool
+    events: List["Event"]
+    next: int
 
 
 class Filesystem(TypedDict, total=False):
@@ -72,35 +79,94 @@ class Filesystem(TypedDict, total=False):
     reclaim_threshold_bytes: int
     reclaim_threshold_inodes: int
     reclaim_threshold_reason: str
+    replace_mark: str
     replace_threshold_bytes: int
     replace_threshold_inodes: int
     reserve_bytes: int
+    reserve_released_bytes: int
     sampled_at: str
     size_bytes: int
     size_setting: str
     stale: bool
     used_ratio: float
+    verdict: Literal["ok", "low", "replace"]
 
 
-class Site(TypedDict, total=False):
-    bytes: int
-    files: int
-    jobs: int
-    last_prune_at: Union[str, None]
-    max_age_seconds: float
-    name: str
-    oldest_age_seconds: float
-    path: str
-    pending_prune: int
-    problem: Union[str, None]
-    pruned_total: int
-    running_jobs: int
+class Health(TypedDict, total=False):
+    conditions: List["Condition"]
+    status: Literal["ok", "warning", "critical"]
+    summary: str
+
+
+class JobInfo(TypedDict, total=False):
+    cgroup: str
+    deadline_at: str
+    ended_at: Union[str, None]
+    grace_seconds: float
+    heartbeats: int
+    id: str
+    labels: Dict[str, str]
+    lease_expires_at: str
+    owner: Dict[str, Any]
+    pid: int
+    processes: Union[int, None]
+    reason: Literal["lease_expired", "max_lifetime", "deleted", "exited", ""]
+    site: str
+    started_at: str
+    state: Literal["running", "ending", "ended", "killed", "leaked"]
+    ttl_seconds: float
+    warnings: List[str]
+
+
+class JobList(TypedDict, total=False):
+    available: bool
+    cgroup_root: str
+    jobs: List["JobInfo"]
+    reason: str
+
+
+class LaunchResponse(TypedDict, total=False):
+    advice: Union[Literal["replace"], None]
+    detail: str
+    filesystem: "Filesystem"
+    freed_bytes: int
+    mounts: List["Mount"]
+    ok: bool
+    pruned: int
+    pruned_jobs: List[str]
+    site: Union["Site", None]
+    verdict: Literal["ok", "low", "replace"]
+    warnings: List[str]
+
+
+class Leak(TypedDict, total=False):
+    age_seconds: float
+    cgroup: str
+    cleaned: bool
+    detail: str
+    error: str
+    job: str
+    kind: Literal["registered", "unleased", "unknown_cgroup"]
+    pid: int
+    processes: int
+    site: str
+
+
+class LeaksReport(TypedDict, total=False):
+    checked_at: str
+    cleaned: bool
+    leaks: List["Leak"]
 
 
 class Link(TypedDict, total=False):
     path: str
     state: str
     target: str
+
+
+class Livez(TypedDict, total=False):
+    reason: str
+    status: str
 
 
 class Mount(TypedDict, total=False):
@@ -130,83 +196,41 @@ class MountList(TypedDict, total=False):
     registered: int
 
 
+class MountRegistration(TypedDict, total=False):
+    canary: bool
+    credential_expires_at: str
+    credential_file: str
+    guard: bool
+    job: str
+    links: List[Dict[str, Any]]
+    max_remounts_per_hour: int
+    name: str
+    path: str
+    probe_interval: str
+    probe_timeout: str
+    refresh_at: float
+    refresh_command: List[str]
+    remount_command: List[str]
+    remount_unit: str
+    required: bool
+    unmount: bool
+
+
 class MountRelease(TypedDict, total=False):
     mount: "Mount"
     steps: List[Dict[str, Any]]
     unmounted: bool
 
 
-class Condition(TypedDict, total=False):
-    message: str
-    reason: str
-    severity: Literal["warning", "critical"]
-    since: str
-    status: bool
-    subject: str
-    type: Literal["DiskPressure", "InodePressure", "DiskFillingUp", "ReplaceRecommended", "MountUnavailable", "SiteProblem", "ReserveReleased", "JobOverdue", "FilesystemUnavailable", "StateNotPersistent", "CacheThrashing"]
-
-
-class Action(TypedDict, total=False):
-    error: str
-    freed_bytes: int
-    freed_files: int
-    kind: Literal["prune_site", "command", "delete", "release_reserve"]
-    path: str
-    source: str
-    status: Literal["done", "planned", "skipped", "failed", "observed"]
-
-
-class Event(TypedDict, total=False):
-    fields: Dict[str, Any]
-    kind: str
-    message: str
-    seq: int
-    subject: str
-    time: str
-
-
-class EventsPage(TypedDict, total=False):
-    dropped: bool
-    events: List["Event"]
-    next: int
-
-
-class Health(TypedDict, total=False):
-    conditions: List["Condition"]
-    status: Literal["ok", "warning", "critical"]
-    summary: str
-
-
-class Status(TypedDict, total=False):
-    api_version: int
-    caches: Union[List["CacheRoot"], None]
-    conditions: List["Condition"]
-    features: List[str]
-    filesystems: List["Filesystem"]
-    jobs: Dict[str, Any]
-    mode: Literal["enforce", "observe"]
-    mounts: List["Mount"]
-    offline: bool
-    other_fuse_mounts: Union[List["Mount"], None]
-    ready: bool
-    reclaim: Union["ReclaimRun", None]
-    sites: List["Site"]
-    started_at: str
-    state: "StateInfo"
-    version: str
-    warnings: List[str]
-
-
-class LaunchResponse(TypedDict, total=False):
-    advice: Union[Literal["replace"], None]
+class ProblemDocument(TypedDict, total=False):
+    code: Literal["bad_request", "forbidden", "not_found", "method_not_allowed", "payload_too_large", "replace_sandbox", "disk_full", "inodes_exhausted", "mount_unavailable", "filesystem_unavailable", "busy", "conflict", "jobs_unavailable", "state_unavailable", "internal"]
     detail: str
     filesystem: "Filesystem"
-    freed_bytes: int
     mounts: List["Mount"]
-    ok: bool
-    pruned: int
-    pruned_jobs: List[str]
-    site: Union["Site", None]
+    retry_after_seconds: int
+    status: int
+    title: str
+    type: str
     warnings: List[str]
 
 
@@ -229,31 +253,19 @@ class ReclaimRun(TypedDict, total=False):
     warnings: List[str]
 
 
-class ProblemDocument(TypedDict, total=False):
-    code: Literal["bad_request", "forbidden", "not_found", "method_not_allowed", "payload_too_large", "replace_sandbox", "disk_full", "inodes_exhausted", "mount_unavailable", "filesystem_unavailable", "busy", "conflict", "jobs_unavailable", "internal"]
-    detail: str
-    filesystem: "Filesystem"
-    mounts: List["Mount"]
-    retry_after_seconds: int
-    status: int
-    title: str
-    type: str
-    warnings: List[str]
-
-
-class CacheRoot(TypedDict, total=False):
-    declared: bool
-    estimated_bytes: int
-    estimated_files: int
-    kind: str
-    ladder: Literal["gc", "entries", "all"]
+class Site(TypedDict, total=False):
+    bytes: int
+    files: int
+    jobs: int
+    last_prune_at: Union[str, None]
+    max_age_seconds: float
     name: str
-    order: int
-    owner_uid: int
-    partial: bool
+    oldest_age_seconds: float
     path: str
-    problem: str
-    sized_at: Union[str, None]
+    pending_prune: int
+    problem: Union[str, None]
+    pruned_total: int
+    running_jobs: int
 
 
 class StateInfo(TypedDict, total=False):
@@ -262,12 +274,27 @@ class StateInfo(TypedDict, total=False):
     persistent: bool
 
 
+class Status(TypedDict, total=False):
+    api_version: int
+    caches: Union[List["CacheRoot"], None]
+    conditions: List["Condition"]
+    features: List[str]
+    filesystems: List["Filesystem"]
+    jobs: Dict[str, Any]
+    mode: Literal["enforce", "observe"]
+    mounts: List["Mount"]
+    offline: bool
+    other_fuse_mounts: Union[List["Mount"], None]
+    ready: bool
+    reclaim: Union["ReclaimRun", None]
+    sites: List["Site"]
+    started_at: str
+    state: "StateInfo"
+    version: str
+    warnings: List[str]
+
+
 class Usage(TypedDict, total=False):
     bytes: int
     files: int
     path: str
-
-
-class Livez(TypedDict, total=False):
-    reason: str
-    status: str
