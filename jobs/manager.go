@@ -226,6 +226,9 @@ func (m *Manager) findRoot() string {
 		if err != nil {
 			return err.Error()
 		}
+		if why := inContainerCgroup(m.opts.ProcRoot); why != "" && !delegated {
+			return why
+		}
 		m.root, m.delegated = root, delegated
 	}
 	if err := writableAncestor(m.root); err != nil {
