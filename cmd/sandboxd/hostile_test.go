@@ -94,7 +94,7 @@ func TestHostileCredentialFilesBounded(t *testing.T) {
 	server := fmt.Sprintf("writers = [\"uid:%d\"]\nsocket_mode = \"0666\"", nobody)
 	dir := filepath.Join(base, "d")
 	os.Mkdir(dir, 0o755)
-	daemon, sock, logs := serveDaemonIn(t, dir, cfg, server, prefix)
+	daemon, sock, _ := serveDaemonIn(t, dir, cfg, server, prefix)
 
 	for name, file := range files {
 		code, stderr := asNobody(t, bin, "mounts", "add", "--socket", sock, "--credential-file", file, "h-"+name, filepath.Join(own, name))
@@ -151,7 +151,7 @@ func TestHostileCredentialFilesBounded(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state", "mounts.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	daemon, sock, logs = serveDaemonIn(t, dir, cfg, server, prefix)
+	daemon, sock, logs := serveDaemonIn(t, dir, cfg, server, prefix)
 	healthAnswers(t, sock)
 	list := mountList(t, sock)
 	if len(list.Quarantined) != len(files) {
