@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/reclaim"
 )
 
 // bootedFull turns the marker `sandboxd boot` left into the condition BootedFull, one per
@@ -28,6 +29,27 @@ func (d *Daemon) loadBootMarker() {
 	if err := d.state.Load(bootMarker, &doc); err != nil {
 		d.logger.Warn("boot marker unreadable: BootedFull is not raised", "err", err)
 		return
+	}
+	if doc.Filesystems == nil {
+		doc.Filesystems = map[string]bootMarkEntry{}
+	}
+	// A reserve released from the host while the VM was stopped (`sandboxd image recover`)
+	// leaves its marker next to the reserve, inside the image: the VM booted full as well.
+	cfg := d.config()
+	mountpoints := reclaim.MountPoints(d.opts.ProcRoot)
+	for i, f := range cfg.Filesystems {
+		if f.Reserve <= 0 {
+			continue
+		}
+		if _, ok := doc.Filesystems[f.Path]; ok {
+			continue
+		}
+		if text, ok := reclaim.ReadReleasedMarker(reservePath(cfg, i, mountpoints)); ok && reclaim.ReserveHeld(reservePath(cfg, i, mountpoints)) == 0 {
+			doc.Filesystems[f.Path] = bootMarkEntry{Line: text, SizeSetting: f.SizeSetting}
+			if doc.At.IsZero() {
+				doc.At = d.now()
+			}
+		}
 	}
 	b := &d.booted
 	b.mu.Lock()

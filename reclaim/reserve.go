@@ -53,6 +53,13 @@ func (r *Reclaimer) loadReserves(old map[string]*reserveState) {
 			// since: its room is still not the workload's after a restart.
 			rs.released.Store(max(rc.Bytes-rs.bytes.Load(), 0))
 		}
+		if text, ok := ReadReleasedMarker(rc.Path); ok && rs.bytes.Load() == 0 && !r.opts.Observe {
+			// Released from the host while the VM was stopped (`sandboxd image recover`).
+			rs.released.Store(rc.Bytes)
+			if old == nil && !r.rate.Reserves[rc.Filesystem].Released {
+				r.rate.Reserves[rc.Filesystem] = reserveDoc{Released: true, Since: r.opts.Now(), Reason: text}
+			}
+		}
 		m[rc.Filesystem] = rs
 	}
 	r.reserves.Store(&m)
@@ -60,6 +67,13 @@ func (r *Reclaimer) loadReserves(old map[string]*reserveState) {
 
 // reserveMap is the current reserve states: replaced whole by Reconfigure, never written.
 func (r *Reclaimer) reserveMap() map[string]*reserveState { return *r.reserves.Load() }
+
+type unixStat = unix.Stat_t
+
+// regularFile lstat's path into st and reports whether it is a regular file.
+func regularFile(path string, st *unix.Stat_t) bool {
+	return unix.Lstat(path, st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
 
 // allocated is st_blocks*512 of a regular file at path, 0 when it is absent or not one.
 func allocated(path string) int64 {
@@ -218,6 +232,9 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	if err == nil {
 		rs.bytes.Store(allocated(rs.cfg.Path))
 		rs.released.Store(0)
+		if _, ok := ReadReleasedMarker(rs.cfg.Path); ok {
+			removeReserve(ReleasedMarker(rs.cfg.Path)) // its room is the reserve again
+		}
 		r.rate.Reserves[fs] = reserveDoc{Released: false, Since: r.opts.Now()}
 		r.saveLocked()
 	}

@@ -2,6 +2,8 @@ package reclaim
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/state"
@@ -50,4 +52,29 @@ func ReleasedOnRecord(store *state.Store, fs string) (bool, string) {
 	}
 	d := s.Reserves[fs]
 	return d.Released, d.Reason
+}
+
+// ReleasedMarker is the file left next to a reserve released while no daemon ran on its
+// filesystem (`sandboxd image recover`, inside a stopped VM's image, where the guest's
+// state dir may not be): its text says who released it and why. The daemon that starts
+// counts the room out as it does for a release it made, raises BootedFull with the text,
+// and removes the marker when it re-arms the reserve.
+func ReleasedMarker(reservePath string) string { return reservePath + ".released" }
+
+// ReadReleasedMarker is the marker's text, false when there is none (a regular file only;
+// at most 4 KiB are read).
+func ReadReleasedMarker(reservePath string) (string, bool) {
+	p := ReleasedMarker(reservePath)
+	var st unixStat
+	if !regularFile(p, &st) {
+		return "", false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, _ := f.Read(b)
+	return strings.TrimSpace(string(b[:n])), true
 }

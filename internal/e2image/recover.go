@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -123,6 +124,22 @@ func loopBacking(img unix.Stat_t, sysRoot string) []string {
 	return out
 }
 
+// writeMarker writes text as the file dst inside the image (debugfs -w write).
+func (t Tools) writeMarker(ctx context.Context, image, dst, text string) error {
+	f, err := os.CreateTemp("", "sandboxd-released-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	f.WriteString(text)
+	f.Close()
+	out, err := exec.CommandContext(ctx, t.Debugfs, "-w", "-R", fmt.Sprintf("write %s \"%s\"", f.Name(), dst), image).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "write:") {
+		return fmt.Errorf("debugfs -w write %s in %s: %v: %s", dst, image, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // Recover makes room in a stopped VM's image so it boots: it refuses an image in use,
 // replays the journal (e2fsck -E journal_only), removes the sandboxd reserve inside
 // (debugfs -w), and reports what it freed. Without a reserve it frees nothing and says
@@ -149,6 +166,12 @@ func (t Tools) Recover(ctx context.Context, image string, paths []string, need u
 			return rec, fmt.Errorf("e2fsck -E journal_only %s: %w: %s", image, err, strings.TrimSpace(string(out)))
 		}
 		rec.Replayed = true
+		// A replay leaves the superblock's free counts as they were before it: a preen pass
+		// (-f -p: safe fixes only) recounts them, so "freed" is measured, not guessed.
+		out, err = exec.CommandContext(ctx, t.E2fsck, "-f", "-p", image).CombinedOutput()
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+			return rec, fmt.Errorf("e2fsck -f -p %s (after replaying the journal): %w: %s; run e2fsck %s by hand", image, err, strings.TrimSpace(string(out)), image)
+		}
 		if rec.Before, err = t.Check(ctx, image, paths); err != nil {
 			return rec, err
 		}
@@ -159,6 +182,18 @@ func (t Tools) Recover(ctx context.Context, image string, paths []string, need u
 			return rec, fmt.Errorf("debugfs -w rm %s in %s: %v: %s", rec.Before.Reserve, image, err, strings.TrimSpace(string(out)))
 		}
 		rec.Removed = rec.Before.Reserve
+		// The marker next to it tells the guest's daemon the room is the released reserve
+		// (not the workload's) and why: it raises BootedFull and removes it on re-arming.
+		sized := ""
+		if sizeSetting != "" {
+			sized = ", sized by " + sizeSetting
+		}
+		text := fmt.Sprintf("%s was full (%s free of %s%s): `sandboxd image recover` on the host removed the %s reserve at %s; booting in recovery mode: download or remove files\n",
+			image, api.FormatSize(rec.Before.AvailBytes), api.FormatSize(rec.Before.SizeBytes), sized,
+			api.FormatSize(rec.Before.ReserveSize), time.Now().UTC().Format(time.RFC3339))
+		if err := t.writeMarker(ctx, image, rec.Removed+".released", text); err != nil {
+			return rec, err
+		}
 	}
 	rec.After, err = t.Check(ctx, image, paths)
 	if err != nil {
