@@ -31,6 +31,10 @@ type reserveState struct {
 	// free space that is not the workload's. Atomic for the same reason as bytes.
 	released atomic.Int64
 	since    time.Time // when this reserve was first configured: the Since of a never-released one
+	// failing is true from a failed attempt to make the file until it is armed: the
+	// failure is reported once per episode, not at every tick (issue 25: a reserve on a
+	// read-only mount made ~86,400 events a day). Guarded by r.mu.
+	failing bool
 }
 
 // loadReserves builds the reserve states of r.opts, keeping the state of those in old
@@ -229,6 +233,8 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 		r.ownWrite(rs.cfg.Path, have-rs.cfg.Bytes)
 	}
 	r.mu.Lock()
+	first := err != nil && !rs.failing
+	rs.failing = err != nil
 	if err == nil {
 		rs.bytes.Store(allocated(rs.cfg.Path))
 		rs.released.Store(0)
@@ -240,7 +246,10 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	}
 	r.mu.Unlock()
 	if err != nil {
-		r.emit(api.EventReserve, fs, fmt.Sprintf("creating reserve %s failed: %v", rs.cfg.Path, err), map[string]any{"path": rs.cfg.Path})
+		if first {
+			r.emit(api.EventReserve, fs, fmt.Sprintf("creating reserve %s failed: %v (tried again at every tick, reported again once it is armed)", rs.cfg.Path, err),
+				map[string]any{"path": rs.cfg.Path})
+		}
 		return
 	}
 	r.emit(api.EventReserve, fs, fmt.Sprintf("reserve %s armed (%s)", rs.cfg.Path, api.FormatSize(uint64(rs.cfg.Bytes))),
