@@ -82,6 +82,8 @@ type JobOwner struct {
 // JobsPage is the body of GET /v1/jobs.
 type JobsPage struct {
 	Jobs []Job `json:"jobs"`
+	// Next is the cursor of the following page (?after=), "" on the last (issue 21).
+	Next string `json:"next,omitempty"`
 	// Available is false when the host has no usable cgroup v2; Reason says why.
 	Available bool   `json:"available"`
 	Reason    string `json:"reason,omitempty"`

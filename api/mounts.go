@@ -75,6 +75,9 @@ type MountList struct {
 	Mounts        []Mount `json:"mounts"`
 	Registered    int     `json:"registered"`
 	MaxRegistered int     `json:"max_registered"`
+	// MaxRegisteredPerUID is [mounts] max_registered_per_uid: the most one uid other
+	// than root may register.
+	MaxRegisteredPerUID int `json:"max_registered_per_uid"`
 	// Quarantined are saved registrations the daemon refused at start, with why; they
 	// are not watched and not tried again (register the mount again once fixed).
 	Quarantined []QuarantinedMount `json:"quarantined"`

@@ -61,13 +61,26 @@ func (c *Client) Job(ctx context.Context, id string) (*api.Job, error) {
 	return &j, nil
 }
 
-// Jobs lists every registered job (GET /v1/jobs).
+// Jobs lists every registered job (GET /v1/jobs), following the pages.
 func (c *Client) Jobs(ctx context.Context) (*api.JobsPage, error) {
-	var p api.JobsPage
-	if err := c.Do(ctx, "GET", "/v1/jobs", nil, &p, 0); err != nil {
-		return nil, err
+	var all api.JobsPage
+	for after := ""; ; {
+		var p api.JobsPage
+		path := "/v1/jobs?limit=1000"
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if err := c.Do(ctx, "GET", path, nil, &p, 0); err != nil {
+			return nil, err
+		}
+		jobs := append(all.Jobs, p.Jobs...)
+		all, all.Jobs = p, jobs
+		if p.Next == "" {
+			all.Next = ""
+			return &all, nil
+		}
+		after = p.Next
 	}
-	return &p, nil
 }
 
 // Leaks runs the loud leak check (GET /v1/jobs/leaks); with clean the daemon ends each

@@ -278,6 +278,7 @@ func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
 		return nil, fmt.Errorf("mounts: %w", err)
 	}
 	d.restoreMounts(c.mounts)
+	c.mounts.SetLimits(mountLimits(cfg)) // after the restore: mounts accepted before stay
 	return c, nil
 }
 

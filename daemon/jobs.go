@@ -23,8 +23,8 @@ func (d *Daemon) jobsOptions(cfg *config.Config) jobs.Options {
 	j := cfg.Jobs
 	return jobs.Options{CgroupRoot: j.CgroupRoot, DefaultTTL: j.DefaultTTL, MaxLifetime: j.MaxLifetime,
 		Grace: j.Grace, UnleasedMax: j.UnleasedMax, KeepEnded: j.KeepEnded, RegistryDir: j.RegistryDir,
-		MaxEnded: int(j.KeepEndedMax),
-		State:    d.state, Now: d.now, Events: d.events.For("jobs"), Logger: d.logger.With("component", "jobs"),
+		MaxEnded: int(j.KeepEndedMax), MaxPerUID: int(j.MaxPerUID),
+		State: d.state, Now: d.now, Events: d.events.For("jobs"), Logger: d.logger.With("component", "jobs"),
 		ProcRoot: d.opts.ProcRoot,
 		SiteKnown: func(name string) bool {
 			for _, s := range d.current().sites.SiteNames() {
@@ -131,7 +131,19 @@ func peerProcess(p Peer) (*jobs.Peer, error) {
 
 func (d *Daemon) handleJobsList(w http.ResponseWriter, r *http.Request) error {
 	ok, why := d.jobReg.Available()
-	writeJSON(w, http.StatusOK, api.JobsPage{Jobs: nonNil(d.jobReg.List()), Available: ok, Reason: why, Root: d.jobReg.Root()})
+	limit := jobs.DefaultPageSize
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > jobs.MaxPageSize {
+			return api.NewProblem(api.CodeBadRequest, "query parameter \"limit\": want 1 to %d jobs per page, got %q", jobs.MaxPageSize, s)
+		}
+		limit = n
+	}
+	page, next, err := d.jobReg.Page(r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return api.NewProblem(api.CodeBadRequest, "query parameter \"after\": %v", err)
+	}
+	writeJSON(w, http.StatusOK, api.JobsPage{Jobs: nonNil(page), Next: next, Available: ok, Reason: why, Root: d.jobReg.Root()})
 	return nil
 }
 

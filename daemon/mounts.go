@@ -38,7 +38,8 @@ type savedMount struct {
 func (d *Daemon) handleMountsList(w http.ResponseWriter, r *http.Request) error {
 	c := d.current()
 	writeJSON(w, http.StatusOK, api.MountList{Mounts: nonNil(c.mounts.Snapshot()), Registered: c.mounts.CountRegistered(),
-		MaxRegistered: int(d.config().RuntimeMounts.MaxRegistered), Quarantined: d.quarantinedView()})
+		MaxRegistered: int(d.config().RuntimeMounts.MaxRegistered), MaxRegisteredPerUID: int(d.config().RuntimeMounts.MaxPerUID),
+		Quarantined: d.quarantinedView()})
 	return nil
 }
 
@@ -66,6 +67,9 @@ func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
 	m, err := d.RegisterMount(req, by, time.Time{})
 	if err != nil {
 		return err
+	}
+	if req.Required != nil && *req.Required && p.UID != 0 && p.UID != uint32(os.Geteuid()) {
+		warnings = append(warnings, fmt.Sprintf("required: a mount registered by uid %d gates only the launches that name it (\"mounts\"), never every launch on the host, and its trouble is a warning, not critical", p.UID))
 	}
 	type answer struct {
 		api.Mount
@@ -103,12 +107,10 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 		}
 	}
 	w := d.current().mounts
-	if max := cfg.RuntimeMounts.MaxRegistered; int64(w.CountRegistered()) >= max {
-		return api.Mount{}, api.NewProblem(api.CodeConflict, "%d mounts are registered, the most [mounts] max_registered (%d) allows: DELETE /v1/mounts/{name} of ended sessions first",
-			w.CountRegistered(), max)
-	}
 	m, err := w.Add(mc, reg)
 	switch {
+	case errors.Is(err, mountwatch.ErrLimit):
+		return api.Mount{}, api.NewProblem(api.CodeConflict, "%s", strings.TrimSuffix(err.Error(), ": "+mountwatch.ErrLimit.Error()))
 	case errors.Is(err, mountwatch.ErrConflict):
 		return api.Mount{}, api.NewProblem(api.CodeConflict, "%v", err)
 	case errors.Is(err, mountwatch.ErrForbidden):
@@ -259,17 +261,19 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 	if req.Guard != nil {
 		mc.Guard = *req.Guard
 	}
-	if req.ProbeInterval != nil {
-		if req.ProbeInterval.D() <= 0 {
-			return zero, mountwatch.Registration{}, bad("probe_interval", "%s: want a duration above zero", api.FormatDuration(req.ProbeInterval.D()))
+	for _, k := range []struct {
+		field string
+		v     *api.Duration
+		to    *time.Duration
+	}{{"probe_interval", req.ProbeInterval, &mc.ProbeInterval}, {"probe_timeout", req.ProbeTimeout, &mc.ProbeTimeout}} {
+		if k.v == nil {
+			continue
 		}
-		mc.ProbeInterval = req.ProbeInterval.D()
-	}
-	if req.ProbeTimeout != nil {
-		if req.ProbeTimeout.D() <= 0 {
-			return zero, mountwatch.Registration{}, bad("probe_timeout", "%s: want a duration above zero", api.FormatDuration(req.ProbeTimeout.D()))
+		if d := k.v.D(); d < config.MinProbeInterval || d > config.MaxProbeInterval {
+			return zero, mountwatch.Registration{}, bad(k.field, "%s: want a duration from %s to %s", api.FormatDuration(d),
+				api.FormatDuration(config.MinProbeInterval), api.FormatDuration(config.MaxProbeInterval))
 		}
-		mc.ProbeTimeout = req.ProbeTimeout.D()
+		*k.to = k.v.D()
 	}
 	if req.RefreshAt != nil {
 		if !(*req.RefreshAt > 0 && *req.RefreshAt < 1) {

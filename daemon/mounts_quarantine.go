@@ -5,7 +5,14 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/mountwatch"
 )
+
+// mountLimits are the caps on registrations of cfg ([mounts]).
+func mountLimits(cfg *config.Config) mountwatch.Limits {
+	return mountwatch.Limits{Max: int(cfg.RuntimeMounts.MaxRegistered), PerUID: int(cfg.RuntimeMounts.MaxPerUID)}
+}
 
 // mountsQuarantineDoc is the state document of saved registrations refused at start.
 const mountsQuarantineDoc = "mounts-quarantined.json"

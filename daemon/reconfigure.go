@@ -167,6 +167,10 @@ func (d *Daemon) reconfigureMounts(_ context.Context, c *components, prev, next 
 		c.mounts.SetObserve(next.Server.Mode == api.ModeObserve)
 		notes = append(notes, "mounts now in mode "+next.Server.Mode)
 	}
+	if prev.RuntimeMounts != next.RuntimeMounts {
+		c.mounts.SetLimits(mountLimits(next))
+		notes = append(notes, "registration limits applied")
+	}
 	if !reflect.DeepEqual(prev.Mounts, next.Mounts) {
 		if err := c.mounts.Reconfigure(mountConfigs(next)); err != nil {
 			return "", false, err

@@ -31,8 +31,9 @@ type Options struct {
 	KillWait time.Duration
 	// MaxJobs bounds the live jobs (4096) and MaxEnded the ended ones kept listed ([jobs]
 	// keep_ended_max, 1024), so a flood of registrations cannot grow the daemon without
-	// bound.
-	MaxJobs, MaxEnded int
+	// bound; MaxPerUID bounds the live jobs of one uid other than root (1024, [jobs]
+	// max_per_uid).
+	MaxJobs, MaxEnded, MaxPerUID int
 	// SweepInterval is the period of the background leak check (1m).
 	SweepInterval time.Duration
 
@@ -104,6 +105,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxEnded <= 0 {
 		o.MaxEnded = 1024
+	}
+	if o.MaxPerUID <= 0 {
+		o.MaxPerUID = 1024
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -362,4 +366,5 @@ func (m *Manager) SetLimits(o Options) {
 	defer m.mu.Unlock()
 	m.opts.DefaultTTL, m.opts.MaxLifetime, m.opts.Grace = o.DefaultTTL, o.MaxLifetime, o.Grace
 	m.opts.UnleasedMax, m.opts.KeepEnded, m.opts.MaxEnded = o.UnleasedMax, o.KeepEnded, o.MaxEnded
+	m.opts.MaxPerUID = o.MaxPerUID
 }

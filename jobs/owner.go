@@ -95,6 +95,17 @@ func (m *Manager) inOwnJobLocked(j *job, by Caller) error {
 	return nil
 }
 
+// liveOfLocked counts the live jobs uid owns; caller holds m.mu.
+func (m *Manager) liveOfLocked(uid uint32) int {
+	n := 0
+	for _, j := range m.jobs {
+		if j.live() && j.Owner != nil && j.Owner.UID == uid {
+			n++
+		}
+	}
+	return n
+}
+
 // OwnerUID is the uid that owns job id (false when there is no such job).
 func (m *Manager) OwnerUID(id string) (uint32, bool) {
 	m.mu.Lock()

@@ -81,6 +81,12 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 			life = v
 		}
 	}
+	if ttl > life {
+		// Checked here, not as boot+ttl: a ttl of 2562047h overflowed the lease instant
+		// into the past and ended the job at once (issue 21).
+		warnings = append(warnings, fmt.Sprintf("ttl %s is longer than the job's max_lifetime %s: clamped to %s", api.FormatDuration(ttl), api.FormatDuration(life), api.FormatDuration(life)))
+		ttl = life
+	}
 	grace := lim.Grace
 	if req.Grace != nil {
 		if grace = req.Grace.D(); grace > maxGrace {
@@ -132,6 +138,10 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	if live >= lim.MaxJobs {
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "the registry is full: %d live jobs, the most this daemon holds; end some first", live)
+	}
+	if n := m.liveOfLocked(by.UID); !by.privileged() && n >= lim.MaxPerUID {
+		m.mu.Unlock()
+		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "uid %d holds %d live jobs, the most one uid may ([jobs] max_per_uid = %d); end some first", by.UID, n, lim.MaxPerUID)
 	}
 	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409, and
 	// write the registration down first: a job that could not be made durable is refused
@@ -333,7 +343,13 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	if extend <= 0 {
 		extend = j.TTL
 	}
-	j.LeaseBoot = min(boottime()+int64(extend), j.DeadlineBoot)
+	// Without overflow: an extend past the deadline is the deadline (issue 21).
+	boot := boottime()
+	if left := j.DeadlineBoot - boot; int64(extend) >= left {
+		j.LeaseBoot = j.DeadlineBoot
+	} else {
+		j.LeaseBoot = boot + int64(extend)
+	}
 	j.Heartbeats++
 	m.lastActivity = m.opts.Now()
 	// Renewed in memory whatever happens: the job is alive and its runner was heard. A

@@ -70,6 +70,7 @@ type Options struct {
 const (
 	defaultProbeInterval  = 5 * time.Second
 	defaultProbeTimeout   = 5 * time.Second
+	minProbeInterval      = 100 * time.Millisecond
 	defaultRefreshAt      = 0.8
 	defaultMaxRemounts    = 6
 	defaultCommandTimeout = 60 * time.Second
@@ -85,6 +86,14 @@ func (c MountConfig) withDefaults() (MountConfig, error) {
 		errs = append(errs, fmt.Errorf("mount %q: path %q must be absolute", c.Name, c.Path))
 	}
 	c.Path = filepath.Clean(c.Path)
+	// A probe_interval below 100 ms spins the loop (issue 21); the daemon refuses one, and
+	// this floor holds for any other caller.
+	if c.ProbeInterval > 0 && c.ProbeInterval < minProbeInterval {
+		c.ProbeInterval = minProbeInterval
+	}
+	if c.ProbeTimeout > 0 && c.ProbeTimeout < minProbeInterval {
+		c.ProbeTimeout = minProbeInterval
+	}
 	if c.ProbeInterval <= 0 {
 		c.ProbeInterval = defaultProbeInterval
 	}

@@ -35,11 +35,53 @@ type Registered struct {
 	Reg    Registration
 }
 
+// Limits cap the registered mounts: in all, and of one uid other than root (the
+// daemon's [mounts] max_registered and max_registered_per_uid).
+type Limits struct {
+	Max, PerUID int
+}
+
+// SetLimits sets the caps Add checks from now on; the mounts registered already stay.
+// Add checks them under the same lock that adds the mount, so that concurrent
+// registrations cannot overshoot them (issue 21: 10,000 concurrent ones reached 280 of 256).
+func (w *Watcher) SetLimits(l Limits) {
+	w.mu.Lock()
+	w.limits = &l
+	w.mu.Unlock()
+}
+
+// checkLimitsLocked refuses a registration by by past the caps; caller holds w.mu.
+func (w *Watcher) checkLimitsLocked(by *Registrant) error {
+	if w.limits == nil {
+		return nil
+	}
+	all, mine := 0, 0
+	for _, m := range w.mounts {
+		if m.reg == nil {
+			continue
+		}
+		all++
+		if by != nil && m.reg.By != nil && m.reg.By.UID == by.UID {
+			mine++
+		}
+	}
+	if all >= w.limits.Max {
+		return fmt.Errorf("%d mounts are registered, the most [mounts] max_registered (%d) allows: DELETE /v1/mounts/{name} of ended sessions first: %w",
+			all, w.limits.Max, ErrLimit)
+	}
+	if !by.isRoot() && mine >= w.limits.PerUID {
+		return fmt.Errorf("uid %d has %d mounts registered, the most one uid may ([mounts] max_registered_per_uid = %d): DELETE /v1/mounts/{name} of its ended sessions first: %w",
+			by.UID, mine, w.limits.PerUID, ErrLimit)
+	}
+	return nil
+}
+
 // Errors of Add, Release and PushCredential; the daemon maps them to problem codes.
 var (
-	ErrConflict   = errors.New("in use")           // name or path of another mount: 409
-	ErrUnknown    = errors.New("no such mount")    // 404
-	ErrConfigured = errors.New("configured mount") // not removable through the API: 403
+	ErrLimit      = errors.New("registration limit reached") // 409
+	ErrConflict   = errors.New("in use")                     // name or path of another mount: 409
+	ErrUnknown    = errors.New("no such mount")              // 404
+	ErrConfigured = errors.New("configured mount")           // not removable through the API: 403
 )
 
 // Add registers a mount at run time. It is watched exactly as a configured one from the
@@ -83,6 +125,10 @@ func (w *Watcher) Add(c MountConfig, r Registration) (api.Mount, error) {
 			w.mu.Unlock()
 			return api.Mount{}, fmt.Errorf("path %s: %w by mount %q (%s)", c.Path, ErrConflict, m.cfg.Name, kind)
 		}
+	}
+	if err := w.checkLimitsLocked(r.By); err != nil {
+		w.mu.Unlock()
+		return api.Mount{}, err
 	}
 	m := &mount{cfg: c, probeState: probeState{state: api.MountMissing, since: now},
 		linkState: linkState{observedFix: map[string]bool{}}, regState: regState{reg: &r}}

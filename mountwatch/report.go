@@ -95,6 +95,12 @@ func (m *mount) expiredDetail() string {
 
 func (m *mount) healthy() bool { return m.probed && m.state == api.MountHealthy }
 
+// hostRequired: the mount gates every launch on the host and makes health critical. A
+// mount registered by a peer other than root never does, whatever its required: one
+// writer's mount on an empty directory of its own made every launch on the host exit 75
+// (issue 21); it gates the launches that name it, as a mount with required = false does.
+func (m *mount) hostRequired() bool { return m.cfg.Required && (m.reg == nil || m.reg.By.isRoot()) }
+
 // Conditions returns a MountUnavailable condition for every unhealthy mount: critical
 // when the mount is required, a warning otherwise.
 func (w *Watcher) Conditions() []api.Condition {
@@ -104,7 +110,7 @@ func (w *Watcher) Conditions() []api.Condition {
 	now := w.opts.Now()
 	for _, m := range w.mounts {
 		sev := api.HealthWarning
-		if m.cfg.Required {
+		if m.hostRequired() {
 			sev = api.HealthCritical
 		}
 		if m.healthy() && m.cred.expired(now) {
@@ -136,7 +142,7 @@ func (w *Watcher) Check(names []string) (mounts []api.Mount, unknown []string, d
 	var bad []string
 	for _, m := range w.mounts {
 		known[m.cfg.Name] = true
-		if !m.cfg.Required && !want[m.cfg.Name] {
+		if !m.hostRequired() && !want[m.cfg.Name] {
 			continue
 		}
 		mounts = append(mounts, m.view())

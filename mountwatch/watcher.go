@@ -22,9 +22,10 @@ type Watcher struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex // guards mounts, counters and every field of each mount
+	mu       sync.Mutex // guards mounts, counters, limits and every field of each mount
 	mounts   []*mount
 	counters Counters
+	limits   *Limits // caps on registrations, checked in Add under mu; nil: none
 
 	servers probeServers // the probe children, one per mount owner (own lock)
 

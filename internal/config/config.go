@@ -55,11 +55,15 @@ type Jobs struct {
 	// RegistryDir holds the live job registry, a journal (v1.2, CONTRACT §17): a tmpfs
 	// (/run), never a watched filesystem.
 	RegistryDir string `toml:"registry_dir"`
+	// MaxPerUID bounds the live jobs of one uid other than root (issue 21).
+	MaxPerUID int64 `toml:"max_per_uid"`
 }
 
 // RuntimeMounts is the [mounts] table (CONTRACT §12).
 type RuntimeMounts struct {
 	MaxRegistered int64 `toml:"max_registered"`
+	// MaxPerUID bounds the registered mounts of one uid other than root (issue 21).
+	MaxPerUID int64 `toml:"max_registered_per_uid"`
 }
 
 // Server is the [server] table: the API socket and who may change things.

@@ -51,9 +51,9 @@ func TestDefaultLoadsAndValidates(t *testing.T) {
 			Headroom: 256 << 20, HeadroomInodes: units.Threshold{Pct: 1, Percent: true},
 			Cooldown: 10 * time.Minute, MaxRunsPerHour: 6, LeadTime: 10 * time.Minute,
 		},
-		RuntimeMounts: RuntimeMounts{MaxRegistered: 256},
+		RuntimeMounts: RuntimeMounts{MaxRegistered: 256, MaxPerUID: 64},
 		Jobs: Jobs{DefaultTTL: 3 * time.Minute, MaxLifetime: 12 * time.Hour, Grace: 10 * time.Second,
-			UnleasedMax: time.Hour, KeepEnded: time.Hour, RegistryDir: "/run/sandboxd", KeepEndedMax: 1024},
+			UnleasedMax: time.Hour, KeepEnded: time.Hour, RegistryDir: "/run/sandboxd", KeepEndedMax: 1024, MaxPerUID: 1024},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("default config:\n got %+v\nwant %+v", c, want)

@@ -134,6 +134,7 @@ func Marshal(c *Config) ([]byte, error) {
 
 	w.header("[mounts]")
 	w.kv("max_registered", strconv.FormatInt(c.RuntimeMounts.MaxRegistered, 10))
+	w.kv("max_registered_per_uid", strconv.FormatInt(c.RuntimeMounts.MaxPerUID, 10))
 
 	w.header("[jobs]")
 	w.kv("cgroup_root", w.str(c.Jobs.CgroupRoot))
@@ -144,6 +145,7 @@ func Marshal(c *Config) ([]byte, error) {
 	w.kv("keep_ended", fmtDuration(c.Jobs.KeepEnded))
 	w.kv("keep_ended_max", strconv.FormatInt(c.Jobs.KeepEndedMax, 10))
 	w.kv("registry_dir", w.str(c.Jobs.RegistryDir))
+	w.kv("max_per_uid", strconv.FormatInt(c.Jobs.MaxPerUID, 10))
 	if w.err != nil {
 		return nil, w.err
 	}

@@ -144,7 +144,7 @@ func mountFields(m *Mount) []field {
 }
 
 func runtimeMountsFields(r *RuntimeMounts) []field {
-	return []field{{"max_registered", integer(&r.MaxRegistered)}}
+	return []field{{"max_registered", integer(&r.MaxRegistered)}, {"max_registered_per_uid", integer(&r.MaxPerUID)}}
 }
 
 func linkFields(l *Link) []field {
@@ -198,5 +198,6 @@ func jobsFields(j *Jobs) []field {
 		{"keep_ended", duration(&j.KeepEnded)},
 		{"keep_ended_max", integer(&j.KeepEndedMax)},
 		{"registry_dir", pathStr(&j.RegistryDir)},
+		{"max_per_uid", integer(&j.MaxPerUID)},
 	}
 }

@@ -30,6 +30,12 @@ func validate(c *Config, ps *problems) {
 	validateSites(c.Sites, c.Reclaim.Protect, c.Server.StateDir, ps)
 	validateOverlap(c, ps)
 	validateMounts(c.Mounts, ps)
+	if c.RuntimeMounts.MaxPerUID < 1 {
+		ps.addf("mounts.max_registered_per_uid", "%d: want at least 1 (a share of max_registered for each uid other than root)", c.RuntimeMounts.MaxPerUID)
+	}
+	if c.Jobs.MaxPerUID < 1 {
+		ps.addf("jobs.max_per_uid", "%d: want at least 1 (the live jobs one uid other than root may hold)", c.Jobs.MaxPerUID)
+	}
 	if c.RuntimeMounts.MaxRegistered < 0 {
 		ps.addf("mounts.max_registered", "%d must not be negative (0: no mount may be registered at run time)", c.RuntimeMounts.MaxRegistered)
 	}
@@ -42,6 +48,9 @@ func validateJobs(j *Jobs, ps *problems) {
 	}
 	aboveZero(ps, "jobs.default_ttl", j.DefaultTTL)
 	aboveZero(ps, "jobs.max_lifetime", j.MaxLifetime)
+	if j.MaxLifetime > MaxJobLifetime {
+		ps.addf("jobs.max_lifetime", "%s: want at most %s", j.MaxLifetime, MaxJobLifetime)
+	}
 	notNegative(ps, "jobs.grace", j.Grace)
 	aboveZero(ps, "jobs.unleased_max", j.UnleasedMax)
 	notNegative(ps, "jobs.keep_ended", j.KeepEnded)
@@ -239,8 +248,8 @@ func validateMounts(mounts []Mount, ps *problems) {
 			mp = path.Clean(m.Path)
 			unique(ps, k+".path", mp, "path", "mount", i, paths)
 		}
-		aboveZero(ps, k+".probe_interval", m.ProbeInterval)
-		aboveZero(ps, k+".probe_timeout", m.ProbeTimeout)
+		durationWithin(ps, k+".probe_interval", m.ProbeInterval, MinProbeInterval, MaxProbeInterval)
+		durationWithin(ps, k+".probe_timeout", m.ProbeTimeout, MinProbeInterval, MaxProbeInterval)
 		commandOK(ps, k+".remount_command", m.RemountCommand)
 		if m.RemountUnit != "" && len(m.RemountCommand) > 0 {
 			ps.add(k+".remount_command", []string{k + ".remount_unit"}, "set remount_unit or remount_command, not both")
@@ -329,6 +338,22 @@ func commandOK(ps *problems, key string, argv []string) {
 func oneOf(ps *problems, key, v string, allowed ...string) {
 	if !slices.Contains(allowed, v) {
 		ps.addf(key, "%q: want one of %s", v, strings.Join(allowed, " | "))
+	}
+}
+
+// Bounds of the probe knobs (issue 21): a probe_interval of 1ns spun the watcher at 122%
+// CPU; one of years overflowed the next probe's instant.
+const (
+	MinProbeInterval = 100 * time.Millisecond
+	MaxProbeInterval = 24 * time.Hour
+	// MaxJobLifetime bounds [jobs] max_lifetime, so that no lease instant overflows.
+	MaxJobLifetime = 10 * 365 * 24 * time.Hour
+)
+
+// durationWithin requires lo <= d <= hi.
+func durationWithin(ps *problems, key string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		ps.addf(key, "%s: want a duration from %s to %s", d, lo, hi)
 	}
 }
 
