@@ -270,6 +270,7 @@ export interface JobList {
   available?: boolean;
   cgroup_root?: string;
   jobs?: JobInfo[];
+  next?: string;
   reason?: string;
 }
 
@@ -339,6 +340,7 @@ export interface Mount {
 
 export interface MountList {
   max_registered?: number;
+  max_registered_per_uid?: number;
   mounts?: Mount[];
   quarantined?: { job?: string; name?: string; path?: string; quarantined_at?: string; reason?: string; registered_by?: { gid?: number; groups?: number[]; uid?: number } }[];
   registered?: number;
@@ -428,7 +430,7 @@ export interface Status {
   conditions?: Condition[];
   features?: string[];
   filesystems?: Filesystem[];
-  jobs?: { available?: boolean; cgroup_root?: string; ended?: number; ending?: number; leaked?: number; next_lapse?: string; next_lapse_at?: string; oldest?: string; oldest_started_at?: string; reason?: string; running?: number };
+  jobs?: { available?: boolean; cgroup_root?: string; ended?: number; ending?: number; leaked?: number; next_lapse?: string; next_lapse_at?: string; oldest?: string; oldest_started_at?: string; reason?: string; registry?: { dir?: string; error?: string; journal_bytes?: number; written_bytes?: number }; running?: number };
   mode?: "enforce" | "observe";
   mounts?: Mount[];
   offline?: boolean;

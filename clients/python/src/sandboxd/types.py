@@ -122,6 +122,7 @@ class JobList(TypedDict, total=False):
     available: bool
     cgroup_root: str
     jobs: List["JobInfo"]
+    next: str
     reason: str
 
 
@@ -191,6 +192,7 @@ class Mount(TypedDict, total=False):
 
 class MountList(TypedDict, total=False):
     max_registered: int
+    max_registered_per_uid: int
     mounts: List["Mount"]
     quarantined: List[Dict[str, Any]]
     registered: int
