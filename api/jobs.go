@@ -43,6 +43,9 @@ type JobRequest struct {
 	Grace       *Duration         `json:"grace,omitempty"`
 	Site        string            `json:"site,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Lease names a shared lease (v1.2): every job of it is renewed by one heartbeat
+	// (POST /v1/leases/{name}/heartbeat) and ended with it. "" = the job's own lease.
+	Lease string `json:"lease,omitempty"`
 }
 
 // HeartbeatRequest is the body of POST /v1/jobs/{id}/heartbeat.
@@ -52,8 +55,10 @@ type HeartbeatRequest struct {
 
 // Job is one registered job (CONTRACT §11).
 type Job struct {
-	ID     string `json:"id"`
-	Site   string `json:"site,omitempty"`
+	ID   string `json:"id"`
+	Site string `json:"site,omitempty"`
+	// Lease is the shared lease the job lives under ("" = its own), v1.2.
+	Lease  string `json:"lease,omitempty"`
 	PID    int    `json:"pid"`
 	Cgroup string `json:"cgroup"`
 	State  string `json:"state"`

@@ -73,6 +73,9 @@ func (d *Daemon) jobRoutes() []route {
 		{api.RouteJobGet, d.handleJobGet, false},
 		{api.RouteJobDelete, d.handleJobDelete, true},
 		{api.RouteJobHeartbeat, d.handleJobHeartbeat, true},
+		{api.RouteLeasesList, d.handleLeasesList, false},
+		{api.RouteLeaseHeartbeat, d.handleLeaseHeartbeat, true},
+		{api.RouteLeaseDelete, d.handleLeaseDelete, true},
 	}
 }
 
@@ -205,7 +208,7 @@ func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	d.touchActivity()
-	j.Warnings = warnings
+	j.Warnings = append(j.Warnings, warnings...)
 	writeJSON(w, http.StatusOK, api.HeartbeatAnswer{Job: j})
 	return nil
 }

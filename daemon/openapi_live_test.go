@@ -396,6 +396,19 @@ grace = "500ms"
 	s, data = do("DELETE", "/v1/jobs/nope?wait=false", "")
 	want(404, s, data, "end an unknown job")
 
+	// Shared leases (issue 20 item 4): register into one, list, renew, end.
+	leased := jobSleeper(t)
+	s, data = do("POST", "/v1/jobs", fmt.Sprintf(`{"id":"oa2","pid":%d,"ttl":"1m","lease":"sess-1"}`, leased.Process.Pid))
+	want(201, s, data, "register into a shared lease")
+	s, data = do("GET", "/v1/leases", "")
+	want(200, s, data, "leases")
+	s, data = do("POST", "/v1/leases/sess-1/heartbeat", `{"extend":"2m"}`)
+	want(200, s, data, "lease heartbeat")
+	s, data = do("DELETE", "/v1/leases/sess-1", "")
+	want(200, s, data, "end a lease")
+	s, data = do("POST", "/v1/leases/sess-1/heartbeat", "")
+	want(404, s, data, "heartbeat of an ended lease")
+
 	// Runtime mounts: register, get, push credentials, release.
 	mp := filepath.Join(t.TempDir(), "agent")
 	os.Mkdir(mp, 0o755)

@@ -28,7 +28,9 @@ import (
 //
 // Records: {"op":"boot","boot_id":...,"v":1} first; {"op":"put","job":{...}} for a job as
 // it is now (registered, ending, ended); {"op":"hb","id":...,"lease_boot":N,"heartbeats":N}
-// for a heartbeat; {"op":"forget","id":...} when an ended job is dropped. A reader ignores
+// for a heartbeat; {"op":"forget","id":...} when an ended job is dropped;
+// {"op":"lease","lease":{...}} for a shared lease as it is now (one record renews all its
+// jobs) and {"op":"lease_forget","id":NAME} when it is dropped. A reader ignores
 // ops and fields it does not know, so later versions can add both (owners, leases,
 // clone3-spawned jobs).
 
@@ -48,6 +50,7 @@ type record struct {
 	ID        string `json:"id,omitempty"`
 	LeaseBoot int64  `json:"lease_boot,omitempty"`
 	Beats     int64  `json:"heartbeats,omitempty"`
+	Lease     *lease `json:"lease,omitempty"`
 }
 
 // journal is the open registry file. Its methods are called under Manager.mu.

@@ -127,6 +127,7 @@ func (o *Options) setDefaults() {
 type job struct {
 	ID        string            `json:"id"`
 	Site      string            `json:"site,omitempty"`
+	Lease     string            `json:"lease,omitempty"` // a shared lease's name (lease.go)
 	PID       int               `json:"pid"`
 	Cgroup    string            `json:"cgroup"`
 	State     string            `json:"state"`
@@ -183,6 +184,7 @@ type Manager struct {
 	restartGap        bool // the first tick measures the gap since the last saved tick
 	tickFile          *os.File
 
+	leases      map[string]*lease    // shared leases by name (lease.go)
 	forgot      map[string]forgotten // ended jobs dropped from the list (forgotten.go)
 	forgotOrder []string             // their ids, oldest first
 
@@ -326,7 +328,7 @@ func countProcs(dir string) int {
 func (m *Manager) viewLocked(j *job) api.Job {
 	now, boot := m.opts.Now(), boottime()
 	wall := func(b int64) time.Time { return now.Add(time.Duration(b - boot)).Round(time.Millisecond) }
-	v := api.Job{ID: j.ID, Site: j.Site, PID: j.PID, Cgroup: j.Cgroup, State: j.State, Reason: j.Reason,
+	v := api.Job{ID: j.ID, Site: j.Site, Lease: j.Lease, PID: j.PID, Cgroup: j.Cgroup, State: j.State, Reason: j.Reason,
 		StartedAt: j.StartedAt, LeaseExpiresAt: wall(j.LeaseBoot), DeadlineAt: wall(j.DeadlineBoot),
 		TTLSeconds: j.TTL.Seconds(), GraceSeconds: j.Grace.Seconds(), Heartbeats: j.Heartbeats,
 		Labels: j.Labels, Owner: m.ownerView(j)}

@@ -94,6 +94,11 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 			grace = maxGrace
 		}
 	}
+	if req.Lease != "" {
+		if err := validID(req.Lease); err != nil {
+			return api.Job{}, bad("field \"lease\": %v", strings.Replace(err.Error(), "job id", "lease name", 1))
+		}
+	}
 	if req.Site != "" && lim.SiteKnown != nil && !lim.SiteKnown(req.Site) {
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "field \"site\": no site %q is configured", req.Site)
 	}
@@ -152,13 +157,23 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true, Owner: ownerOf(by, m.opts.ProcRoot),
 		StartedAt: now.Round(time.Millisecond), StartBoot: boot, DeadlineBoot: boot + int64(life)}
 	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)
+	recs := []record{}
+	var shared lease
+	if req.Lease != "" {
+		shared = m.joinLeaseLocked(req.Lease, ttl, boot)
+		j.Lease, j.LeaseBoot = req.Lease, min(shared.LeaseBoot, j.DeadlineBoot)
+		recs = append(recs, leaseRecord(shared))
+	}
 	c := *j
-	if err := m.logLocked(record{Op: "put", Job: &c}); err != nil {
+	if err := m.logLocked(append(recs, record{Op: "put", Job: &c})...); err != nil {
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
 	}
 	delete(m.jobs, req.ID)
 	m.jobs[req.ID] = j
+	if req.Lease != "" {
+		m.commitLeaseLocked(shared)
+	}
 	m.mu.Unlock()
 
 	if err := m.place(j, fd); err != nil {
@@ -340,6 +355,16 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	if j.State != api.JobRunning {
 		return api.Job{}, api.NewProblem(api.CodeNotFound, "job %q has ended (state %s, reason %s): a heartbeat cannot bring it back", id, j.State, j.Reason)
 	}
+	if l := m.leases[j.Lease]; j.Lease != "" && l != nil {
+		// A job of a shared lease has no lease of its own: its heartbeat is the lease's.
+		j.Heartbeats++
+		warn := m.renewLeaseLocked(l, extend)
+		v := m.viewLocked(j)
+		if warn != "" {
+			v.Warnings = append(v.Warnings, warn)
+		}
+		return v, nil
+	}
 	if extend <= 0 {
 		extend = j.TTL
 	}
@@ -378,6 +403,7 @@ func (m *Manager) pruneEndedLocked() {
 		}
 		ended = append(ended, j)
 	}
+	defer m.pruneLeasesLocked()
 	if len(ended) <= m.opts.MaxEnded {
 		return
 	}

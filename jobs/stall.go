@@ -51,8 +51,13 @@ func (m *Manager) noteTick(boot int64) time.Duration {
 // returns the ids extended.
 func (m *Manager) graceLocked(boot, lastTick int64, stall time.Duration) []string {
 	var ids []string
+	m.graceLeasesLocked(boot, lastTick, stall)
 	for _, j := range m.jobs {
 		if j.placing || j.State != api.JobRunning || j.LeaseBoot < lastTick {
+			continue
+		}
+		if m.leases[j.Lease] != nil && j.Lease != "" {
+			ids = append(ids, j.ID) // its shared lease was extended just above
 			continue
 		}
 		lease := max(j.LeaseBoot+int64(stall), boot+int64(j.TTL))

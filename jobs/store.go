@@ -52,6 +52,7 @@ func (m *Manager) load() {
 		recs, jobs = nil, nil
 	}
 	byID := map[string]*job{}
+	leases := map[string]*lease{}
 	for _, j := range jobs {
 		if j != nil {
 			byID[j.ID] = j
@@ -69,6 +70,13 @@ func (m *Manager) load() {
 			}
 		case "forget":
 			delete(byID, r.ID)
+		case "lease":
+			if r.Lease != nil {
+				c := *r.Lease
+				leases[c.Name] = &c
+			}
+		case "lease_forget":
+			delete(leases, r.ID)
 		}
 	}
 	for _, j := range byID {
@@ -86,6 +94,10 @@ func (m *Manager) load() {
 		}
 		m.jobs[j.ID] = j
 	}
+	for _, l := range leases {
+		m.commitLeaseLocked(*l)
+	}
+	m.pruneLeasesLocked()
 	if len(m.jobs) > 0 {
 		m.rootReady = true
 	}
@@ -124,6 +136,9 @@ func (m *Manager) compactLocked() {
 		return
 	}
 	recs := []record{{Op: "boot", BootID: m.boot, Version: journalVersion}}
+	for _, l := range m.leases {
+		recs = append(recs, leaseRecord(*l))
+	}
 	for _, j := range m.jobs {
 		c := *j
 		recs = append(recs, record{Op: "put", Job: &c})

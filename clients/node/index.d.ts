@@ -254,6 +254,7 @@ export interface JobInfo {
   heartbeats?: number;
   id?: string;
   labels?: Record<string, string>;
+  lease?: string;
   lease_expires_at?: string;
   owner?: { pidns?: string; uid?: number };
   pid?: number;
@@ -305,6 +306,16 @@ export interface LeaksReport {
   checked_at?: string;
   cleaned?: boolean;
   leaks?: Leak[];
+}
+
+export interface Lease {
+  heartbeats?: number;
+  jobs?: string[];
+  lease_expires_at?: string;
+  name?: string;
+  running?: number;
+  ttl_seconds?: number;
+  warnings?: string[];
 }
 
 export interface Link {

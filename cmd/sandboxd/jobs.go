@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -17,16 +18,27 @@ const exitLeaks = 1
 
 // jobsCommand is `sandboxd jobs`: the job registry (CONTRACT §11) for shell runners.
 func jobsCommand() *command {
-	return &command{name: "jobs", summary: "the job registry: list, end ID, heartbeat ID, leaks (the loud leak check)",
+	return &command{name: "jobs", summary: "the job registry: list, end ID, heartbeat ID, leases, leaks (the loud leak check)",
 		deflt: "list",
 		subs: []*command{
 			{name: "list", summary: "every job: state, reason, processes, lease and deadline",
 				globals: gClient, maxArgs: 0, run: runJobsList},
-			{name: "end", summary: "end a job: SIGTERM, SIGKILL after its grace; returns once no process is left",
-				args: "ID", minArgs: 1, maxArgs: 1, globals: gClient,
+			{name: "end", summary: "end a job (or every job of --lease NAME): SIGTERM, SIGKILL after its grace; returns once no process is left",
+				args: "ID | --lease NAME", minArgs: 0, maxArgs: 1, globals: gClient,
 				setup: func(fs *flag.FlagSet) runFunc {
 					noWait := fs.Bool("no-wait", false, "answer at once (state ending) instead of once the job is gone")
+					lease := fs.String("lease", "", "end every job of the shared lease `NAME` instead of one job")
 					return func(ctx context.Context, inv *invocation) int {
+						if (*lease == "") == (len(inv.args) == 0) {
+							return inv.usageErr("give a job ID or --lease NAME, not both")
+						}
+						if *lease != "" {
+							l, err := inv.client().EndLease(ctx, *lease, !*noWait, 10*time.Minute)
+							if err != nil {
+								return failure(err, inv, "/")
+							}
+							return printLease(inv, l)
+						}
 						j, err := inv.client().EndJob(ctx, inv.args[0], !*noWait, 10*time.Minute)
 						if err != nil {
 							return failure(err, inv, "/")
@@ -34,13 +46,24 @@ func jobsCommand() *command {
 						return printJob(inv, j)
 					}
 				}},
-			{name: "heartbeat", summary: "renew a job's lease (from the runner that owns it, never from the job)",
-				args: "ID", minArgs: 1, maxArgs: 1, globals: gClient,
+			{name: "heartbeat", summary: "renew a job's lease, or with --lease NAME a shared one (from the runner, never from the job)",
+				args: "ID | --lease NAME", minArgs: 0, maxArgs: 1, globals: gClient,
 				setup: func(fs *flag.FlagSet) runFunc {
 					extend := fs.Duration("extend", 0, "renew the lease by this `DURATION` (default: the job's ttl)")
+					lease := fs.String("lease", "", "renew the shared lease `NAME`: every job of it, one call")
 					return func(ctx context.Context, inv *invocation) int {
 						if *extend < 0 {
 							return inv.usageErr("--extend %s is negative", api.FormatDuration(*extend))
+						}
+						if (*lease == "") == (len(inv.args) == 0) {
+							return inv.usageErr("give a job ID or --lease NAME, not both")
+						}
+						if *lease != "" {
+							l, err := inv.client().HeartbeatLease(ctx, *lease, *extend)
+							if err != nil {
+								return failure(err, inv, "/")
+							}
+							return printLease(inv, l)
 						}
 						j, err := inv.client().Heartbeat(ctx, inv.args[0], *extend)
 						if err != nil {
@@ -49,6 +72,8 @@ func jobsCommand() *command {
 						return printHeartbeat(inv, j)
 					}
 				}},
+			{name: "leases", summary: "the shared (session) leases: jobs, running, renewed until",
+				globals: gClient, maxArgs: 0, run: runLeasesList},
 			{name: "leaks", summary: "the loud leak check: exit 0 none, 1 leaks found (also after --clean), 69 cannot check",
 				globals: gClient, maxArgs: 0,
 				long: `Lists jobs that could not be emptied (leaked), live processes a site's <id>.pid names that no
@@ -79,10 +104,42 @@ func runJobsList(ctx context.Context, inv *invocation) int {
 		fmt.Fprintf(inv.stdout, "no jobs (cgroup root %s)\n", p.Root)
 		return exitOK
 	}
+	// Grouped by lease: the jobs with a lease of their own first, then each shared lease
+	// (issue 20 item 4) with its jobs under it.
+	groups, names := map[string][]api.Job{}, []string{}
+	for _, j := range p.Jobs {
+		if _, ok := groups[j.Lease]; !ok && j.Lease != "" {
+			names = append(names, j.Lease)
+		}
+		groups[j.Lease] = append(groups[j.Lease], j)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		printJobTable(inv, p.Jobs)
+		return exitOK
+	}
+	if own := groups[""]; len(own) > 0 {
+		fmt.Fprintf(inv.stdout, "own leases (%d jobs)\n", len(own))
+		printJobTable(inv, own)
+	}
+	for _, n := range names {
+		running := 0
+		for _, j := range groups[n] {
+			if j.State == api.JobRunning {
+				running++
+			}
+		}
+		fmt.Fprintf(inv.stdout, "lease %s (%d jobs, %d running)\n", n, len(groups[n]), running)
+		printJobTable(inv, groups[n])
+	}
+	return exitOK
+}
+
+func printJobTable(inv *invocation, jobs []api.Job) {
 	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tREASON\tPROCS\tPID\tSITE\tSTARTED\tLEASE\tDEADLINE")
 	now := time.Now()
-	for _, j := range p.Jobs {
+	for _, j := range jobs {
 		lease, deadline := "-", "-"
 		if j.State == api.JobRunning {
 			lease, deadline = untilText(now, j.LeaseExpiresAt), untilText(now, j.DeadlineAt)
@@ -91,6 +148,42 @@ func runJobsList(ctx context.Context, inv *invocation) int {
 			dash(j.Site), j.StartedAt.Local().Format("15:04:05"), lease, deadline)
 	}
 	tw.Flush()
+}
+
+func runLeasesList(ctx context.Context, inv *invocation) int {
+	p, err := inv.client().Leases(ctx)
+	if err != nil {
+		return failure(err, inv, "/")
+	}
+	if inv.g.json {
+		printJSON(inv.stdout, p)
+		return exitOK
+	}
+	if len(p.Leases) == 0 {
+		fmt.Fprintln(inv.stdout, "no shared leases")
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tJOBS\tRUNNING\tTTL\tRENEWED UNTIL\tHEARTBEATS")
+	now := time.Now()
+	for _, l := range p.Leases {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", l.Name, len(l.Jobs), l.Running,
+			api.FormatDuration(time.Duration(l.TTLSeconds*float64(time.Second))), untilText(now, l.LeaseExpiresAt), l.Heartbeats)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func printLease(inv *invocation, l *api.Lease) int {
+	if inv.g.json {
+		printJSON(inv.stdout, l)
+		return exitOK
+	}
+	fmt.Fprintf(inv.stdout, "lease %s: %d jobs, %d running, renewed until %s\n", l.Name, len(l.Jobs), l.Running,
+		l.LeaseExpiresAt.Local().Format("15:04:05"))
+	for _, w := range l.Warnings {
+		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+	}
 	return exitOK
 }
 

@@ -30,6 +30,7 @@ can send heartbeats: sandboxd run sends none itself.`,
 		setup: func(fs *flag.FlagSet) runFunc {
 			id := fs.String("id", "", "the job `ID` (the site's job id; generated when left out)")
 			site := fs.String("site", "", "the `NAME` of the site the job writes to")
+			lease := fs.String("lease", "", "a shared lease `NAME` (e.g. the session's): one heartbeat of it renews every job of it")
 			ttl := fs.Duration("ttl", 0, "the lease: without a heartbeat within it the job is ended (default [jobs] default_ttl)")
 			life := fs.Duration("max-lifetime", 0, "the hard cap, whatever the heartbeats (default [jobs] max_lifetime)")
 			grace := fs.Duration("grace", 0, "time between SIGTERM and SIGKILL when it is ended (default [jobs] grace)")
@@ -41,7 +42,7 @@ can send heartbeats: sandboxd run sends none itself.`,
 			fs.Var(&labels, "label", "a label `KEY=VALUE` of the job (repeatable)")
 			return func(ctx context.Context, inv *invocation) int {
 				launch := api.LaunchRequest{Site: *site, Mounts: mounts}
-				job := api.JobRequest{ID: *id, Site: *site} // no pid: the daemon learns it from the kernel (SO_PEERCRED), in its own pid namespace
+				job := api.JobRequest{ID: *id, Site: *site, Lease: *lease} // no pid: the daemon learns it from the kernel (SO_PEERCRED), in its own pid namespace
 				if *needBytes != "" {
 					n, err := api.ParseSize(*needBytes)
 					if err != nil {

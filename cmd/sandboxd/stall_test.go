@@ -141,3 +141,47 @@ func TestStallGrace(t *testing.T) {
 		t.Fatalf("no event tells of the grace after the restart: %+v; logs:\n%s", evs, logs.String())
 	}
 }
+
+// Issue 20 item 4, as a shell runner uses it: two commands under one session lease with
+// `sandboxd run --lease`, `jobs list` groups them under it, one `jobs heartbeat --lease`
+// renews both, `jobs end --lease` ends both and returns once they are gone.
+func TestRunSharedLease(t *testing.T) {
+	root := testenv.CgroupRoot(t)
+	cfg := fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"200ms\"\n", root)
+	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	for _, id := range []string{"cmd-1", "cmd-2"} {
+		startBGEnv(t, env, binary, "run", "--id", id, "--lease", "sess-7", "--ttl", "1h", "--", "sleep", "600")
+	}
+	waitUntil(t, 20*time.Second, "both commands registered", func() bool {
+		return jobState(t, sock, "cmd-1").State == api.JobRunning && jobState(t, sock, "cmd-2").State == api.JobRunning
+	})
+	if r := sandboxd(t, env, "jobs", "list"); r.code != 0 || !strings.Contains(r.stdout, "lease sess-7 (2 jobs, 2 running)") {
+		t.Errorf("jobs list: %d %s", r.code, r.stdout)
+	}
+	if r := sandboxd(t, env, "jobs", "heartbeat", "--lease", "sess-7"); r.code != 0 || !strings.Contains(r.stdout, "lease sess-7: 2 jobs, 2 running") {
+		t.Errorf("jobs heartbeat --lease: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, env, "jobs", "leases"); r.code != 0 || !strings.Contains(r.stdout, "sess-7") {
+		t.Errorf("jobs leases: %d %s", r.code, r.stdout)
+	}
+	if r := sandboxd(t, env, "jobs", "end", "--lease", "sess-7"); r.code != 0 || !strings.Contains(r.stdout, "0 running") {
+		t.Errorf("jobs end --lease: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for _, id := range []string{"cmd-1", "cmd-2"} {
+		if j := jobState(t, sock, id); j.State != api.JobKilled || alivePid(j.PID) {
+			t.Errorf("after jobs end --lease, %s = %+v", id, j)
+		}
+	}
+}
+
+func startBGEnv(t *testing.T, env []string, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}

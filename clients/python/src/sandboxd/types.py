@@ -106,6 +106,7 @@ class JobInfo(TypedDict, total=False):
     heartbeats: int
     id: str
     labels: Dict[str, str]
+    lease: str
     lease_expires_at: str
     owner: Dict[str, Any]
     pid: int
@@ -157,6 +158,16 @@ class LeaksReport(TypedDict, total=False):
     checked_at: str
     cleaned: bool
     leaks: List["Leak"]
+
+
+class Lease(TypedDict, total=False):
+    heartbeats: int
+    jobs: List[str]
+    lease_expires_at: str
+    name: str
+    running: int
+    ttl_seconds: float
+    warnings: List[str]
 
 
 class Link(TypedDict, total=False):

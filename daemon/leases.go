@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Shared (session) leases, CONTRACT §17 (jobs/lease.go): one heartbeat renews every job
+// of a lease, and ending the lease ends them all.
+
+func (d *Daemon) handleLeasesList(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, api.LeasesPage{Leases: nonNil(d.jobReg.Leases())})
+	return nil
+}
+
+func (d *Daemon) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) error {
+	var req api.HeartbeatRequest
+	warnings, err := api.DecodeRequest(r.Body, &req)
+	if err != nil {
+		return err
+	}
+	var extend time.Duration
+	if req.Extend != nil {
+		if extend = req.Extend.D(); extend <= 0 {
+			return api.NewProblem(api.CodeBadRequest, "field \"extend\": must be longer than 0s (leave it out for the lease's ttl)")
+		}
+	}
+	by, done, err := jobCaller(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	l, err := d.jobReg.HeartbeatLease(r.PathValue("name"), extend, by)
+	if err != nil {
+		return err
+	}
+	d.touchActivity()
+	l.Warnings = append(l.Warnings, warnings...)
+	writeJSON(w, http.StatusOK, l)
+	return nil
+}
+
+// handleLeaseDelete ends every job of the lease and answers once all their cgroups are
+// empty (?wait=false: at once).
+func (d *Daemon) handleLeaseDelete(w http.ResponseWriter, r *http.Request) error {
+	wait := true
+	if s := r.URL.Query().Get("wait"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return api.NewProblem(api.CodeBadRequest, "query parameter \"wait\": want true or false, got %q", s)
+		}
+		wait = v
+	}
+	by, done, err := jobCaller(r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	l, err := d.jobReg.EndLease(r.Context(), r.PathValue("name"), wait, by)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, l)
+	return nil
+}
