@@ -126,14 +126,20 @@ func loopBacking(img unix.Stat_t, sysRoot string) []string {
 
 // writeMarker writes text as the file dst inside the image (debugfs -w write).
 func (t Tools) writeMarker(ctx context.Context, image, dst, text string) error {
-	f, err := os.CreateTemp("", "sandboxd-released-")
+	// An O_TMPFILE has no name: nothing to remove afterwards, nothing another user can swap.
+	// debugfs reads it as its fd 3 (/dev/fd/3).
+	fd, err := unix.Open(os.TempDir(), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("debugfs -w write %s in %s: a temporary file: %w", dst, image, err)
 	}
-	defer os.Remove(f.Name())
-	f.WriteString(text)
-	f.Close()
-	out, err := exec.CommandContext(ctx, t.Debugfs, "-w", "-R", fmt.Sprintf("write %s \"%s\"", f.Name(), dst), image).CombinedOutput()
+	f := os.NewFile(uintptr(fd), "marker")
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		return fmt.Errorf("debugfs -w write %s in %s: a temporary file: %w", dst, image, err)
+	}
+	cmd := exec.CommandContext(ctx, t.Debugfs, "-w", "-R", fmt.Sprintf("write /dev/fd/3 \"%s\"", dst), image)
+	cmd.ExtraFiles = []*os.File{f}
+	out, err := cmd.CombinedOutput()
 	if err != nil || strings.Contains(string(out), "write:") {
 		return fmt.Errorf("debugfs -w write %s in %s: %v: %s", dst, image, err, strings.TrimSpace(string(out)))
 	}

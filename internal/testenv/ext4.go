@@ -67,7 +67,7 @@ func LoopMount(t testing.TB, image string) (dir string, unmount func() error) {
 				unix.Unmount(dir, unix.MNT_DETACH)
 				mounted = false
 				detachLoops(image)
-				os.Remove(dir)
+				os.Remove(dir) // by path: as above
 			}
 		}
 	})

@@ -38,6 +38,7 @@ func MemoryLimited(t testing.TB, limit int64) []string {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
+			// by path: the test's own cgroup on cgroup2, which has no symlinks and no renames.
 			if err := syscall.Rmdir(dir); err == nil || os.IsNotExist(err) {
 				return
 			}
