@@ -171,4 +171,4 @@ class AsyncJob:
             if exc is None:
                 raise self.heartbeat_error
             if hasattr(exc, "add_note"):  # Python >= 3.11
-                exc.add_note(str(self.heartbeat_error))
+                getattr(exc, "add_note")(str(self.heartbeat_error))

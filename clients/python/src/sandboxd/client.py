@@ -195,7 +195,7 @@ class Client:
         try:
             info = self.register_job(proc.pid, id=id, ttl=ttl, site=site, lease=lease,
                                      max_lifetime=max_lifetime, grace=grace, labels=labels)
-            os.write(w, (info["id"] + "\n").encode())
+            os.write(w, (info.get("id", "") + "\n").encode())
         except BaseException:
             os.close(w)  # the gate reads EOF: the command never runs
             proc.wait()
@@ -247,7 +247,7 @@ class Job:
     def __init__(self, client: Client, info: t.JobInfo, process: "subprocess.Popen[Any]", ttl: float) -> None:
         self.client = client
         self.info = info
-        self.id: str = info["id"]
+        self.id: str = info.get("id", "")
         self.pid: int = process.pid
         self.process = process
         self.ttl = ttl
@@ -336,7 +336,7 @@ class Job:
             if exc is None:
                 raise self.heartbeat_error
             if hasattr(exc, "add_note"):  # Python >= 3.11
-                exc.add_note(str(self.heartbeat_error))
+                getattr(exc, "add_note")(str(self.heartbeat_error))
 
     def __repr__(self) -> str:
         return f"<sandboxd.Job id={self.id!r} pid={self.pid}>"
