@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -25,6 +26,7 @@ type score struct {
 	detectDelay   time.Duration // first DiskFillingUp after the fill's start (or the first sample); -1: never
 	deadline      time.Duration // max(10 s, 20 samples)
 	maxTTFError   float64       // the worst |predicted/true − 1| while DiskFillingUp was true before the wall
+	medTTFError   float64       // ... and the median
 	ttfSamples    int
 	fillingUps    int // DiskFillingUp raises
 	raisedSamples int // samples with the adaptive threshold above the static one
@@ -32,9 +34,9 @@ type score struct {
 	window        time.Duration // growth_window at the first raise
 }
 
-func runTrace(tr trace) score {
+func runTrace(tr trace) (sc score) {
 	e := New(corpusConfig(tr.interval))
-	sc := score{detectDelay: -1, deadline: max(10*time.Second, 20*tr.interval)}
+	sc = score{detectDelay: -1, deadline: max(10*time.Second, 20*tr.interval)}
 	for _, p := range tr.points {
 		if p.avail == 0 && sc.wall.IsZero() {
 			sc.wall = p.t
@@ -45,13 +47,21 @@ func runTrace(tr trace) score {
 		start = tr.points[0].t
 	}
 	var own int64
+	var errs []float64
+	defer func() {
+		if len(errs) > 0 {
+			slices.Sort(errs)
+			sc.medTTFError = errs[len(errs)/2]
+		}
+	}()
 	for _, p := range tr.points {
 		if p.own != own {
 			e.OwnWrite(p.own - own)
 			own = p.own
 		}
+		quietNow := tr.want.quiet && !p.t.Before(tr.want.quietAfter)
 		for _, ev := range e.Step(p.t, Sample{AvailBytes: p.avail, SizeBytes: p.size}) {
-			if ev.Kind == ConditionRaised && ev.Condition == api.CondDiskFillingUp {
+			if ev.Kind == ConditionRaised && ev.Condition == api.CondDiskFillingUp && (!tr.want.quiet || quietNow) {
 				sc.fillingUps++
 				if sc.detectDelay < 0 && tr.want.fill {
 					sc.detectDelay = max(p.t.Sub(start), 0)
@@ -60,7 +70,7 @@ func runTrace(tr trace) score {
 			}
 		}
 		st := e.State()
-		if st.ThresholdRaised() {
+		if st.ThresholdRaised() && (!tr.want.quiet || quietNow) {
 			sc.raisedSamples++
 		}
 		if tr.want.fill && st.FillingUp && !sc.wall.IsZero() && p.t.After(start) {
@@ -68,6 +78,7 @@ func runTrace(tr trace) score {
 			if pred := st.Figures.PredictedFullSeconds; pred != nil && truth >= 2*tr.interval.Seconds() && truth >= 5 {
 				sc.ttfSamples++
 				sc.maxTTFError = max(sc.maxTTFError, abs(*pred/truth-1))
+				errs = append(errs, abs(*pred/truth-1))
 			}
 		}
 	}

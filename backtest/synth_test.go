@@ -14,6 +14,7 @@ type trace struct {
 	interval time.Duration
 	points   []point
 	want     outcome
+	recorded bool // on this machine, with real commands
 }
 
 type point struct {
@@ -29,8 +30,13 @@ type outcome struct {
 	// the fill was already on), predictions within ±30% of the true time to full.
 	fill      bool
 	fillStart time.Time
-	// quiet: no DiskFillingUp and no rise of the adaptive threshold, ever.
-	quiet bool
+	// quiet: no DiskFillingUp and no rise of the adaptive threshold, ever (quietAfter
+	// not zero: from then on; before it the trace is transient).
+	quiet      bool
+	quietAfter time.Time
+	// transient: a finite writer (a build, a copy): DiskFillingUp may be raised while it
+	// writes, the adaptive threshold must not rise.
+	transient bool
 }
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)

@@ -26,7 +26,10 @@ import (
 //     among the 8 buckets of the growth window), the last one included: writes that stop
 //     end the trend within a bucket;
 //   - the rise from the first median to the last is more than twice the median spread:
-//     noise and churn move the samples within a bucket more than they move its median.
+//     noise and churn move the samples within a bucket more than they move its median;
+//   - in the fast window, the samples' falls add up to at most a third of their rises:
+//     a launcher's steady churn (files written and pruned every second) drifts up for a
+//     few seconds now and then, a fill hardly ever falls.
 //
 // Its rate is then the Theil–Sen slope of the bucket medians but the oldest (the median
 // of the slopes between every two of them; the oldest bucket most likely holds the start
@@ -67,14 +70,18 @@ const minRise = 4096
 type gwindow struct {
 	window, span, gap time.Duration // the window, one bucket, the least time between two samples taken
 	n, falls          int           // buckets per window; falls allowed between them
+	monotone          bool          // the samples themselves must mostly rise (the fast window)
 	start             time.Time     // of the bucket being filled
 	lastTaken         time.Time
 	ts, vs            []float64 // the bucket being filled: times (s since base) and usage
+	up, down          float64   // ... and the sums of its samples' rises and falls
+	prev              float64   // the last sample taken (hasPrev: there is one)
+	hasPrev           bool
 	ring              []gbucket // completed buckets, oldest first, at most n
 	est               gtrend    // of ring, recomputed when a bucket completes
 }
 
-type gbucket struct{ t, v, spread float64 }
+type gbucket struct{ t, v, spread, up, down float64 }
 
 // gtrend is a window's verdict: rate > 0 only when the trend is significant; slope is the
 // Theil–Sen slope whether or not it is (it detrends the next bucket); rise is the usage's
@@ -92,6 +99,7 @@ func newGrowth(window, interval time.Duration) *growth {
 	g := &growth{veto: -1, half: interval / 2}
 	fast := min(max(8*time.Second, 16*interval), window)
 	g.windows = append(g.windows, newGWindow(fast, 4, 0, interval/2))
+	g.windows[0].monotone = true
 	if mid := 4 * fast; mid < window {
 		g.windows = append(g.windows, newGWindow(mid, 4, 0, 0))
 		g.veto = 1
@@ -141,6 +149,7 @@ func (g *growth) take(w *gwindow, t time.Time, secs, used float64) {
 		}
 		if t.Sub(w.lastTaken) > w.window { // a gap longer than the window: start afresh
 			w.ring, w.ts, w.vs, w.est = w.ring[:0], w.ts[:0], w.vs[:0], gtrend{}
+			w.up, w.down, w.hasPrev = 0, 0, false
 			w.start = time.Time{}
 		}
 	}
@@ -157,6 +166,14 @@ func (g *growth) take(w *gwindow, t time.Time, secs, used float64) {
 			w.start = t.Add(-g.half)
 		}
 	}
+	if w.hasPrev {
+		if d := used - w.prev; d > 0 {
+			w.up += d
+		} else {
+			w.down -= d
+		}
+	}
+	w.prev, w.hasPrev = used, true
 	w.ts = append(w.ts, secs)
 	w.vs = append(w.vs, used)
 }
@@ -179,6 +196,7 @@ func (g *growth) complete(w *gwindow) {
 	}
 	b.v = g.median(s)
 	b.spread = g.spread(w.ts, w.vs)
+	b.up, b.down, w.up, w.down = w.up, w.down, 0, 0
 	if len(w.ring) == w.n {
 		copy(w.ring, w.ring[1:])
 		w.ring = w.ring[:w.n-1]
@@ -257,6 +275,15 @@ func (g *growth) trend(w *gwindow) gtrend {
 	}
 	if est.rise <= 2*g.median(spreads) {
 		return est
+	}
+	if w.monotone {
+		var up, down float64
+		for _, b := range r {
+			up, down = up+b.up, down+b.down
+		}
+		if down > up/3 {
+			return est // as much falling as rising: churn with a drift, not a fill
+		}
 	}
 	est.rate = max(est.slope, 0)
 	return est

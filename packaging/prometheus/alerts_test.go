@@ -102,9 +102,8 @@ func TestEveryRule(t *testing.T) {
 		if r.forDur == "" {
 			t.Errorf("%s has no for:", r.name)
 		}
-		// Each for: is chosen, and the rule says why (issue 25). DiskFillingUp's gate and
-		// for: belong to issue 24's estimator work, which justifies them there.
-		if r.forReason == "" && r.name != "SandboxdDiskFillingUp" {
+		// Each for: is chosen, and the rule says why (issue 25; DiskFillingUp's by issue 24).
+		if r.forReason == "" {
 			t.Errorf("%s has no for_reason annotation saying why its for: is %s", r.name, r.forDur)
 		}
 		if r.severity != "warning" && r.severity != "critical" {
