@@ -31,6 +31,11 @@ func syntheticCorpus() []trace {
 				}
 			}
 		}
+		for _, rate := range []float64{20 * mib, 50 * mib} {
+			for _, period := range []float64{0.5, 1, 2, 5} { // a ramp longer than ~3 fast buckets is a fill until its delete
+				out = append(out, churnRamp(rng, iv, rate, period))
+			}
+		}
 		out = append(out, noise(rng, iv, 1*mib))
 		for _, secs := range []float64{1, 3} {
 			out = append(out, checkout(rng, iv, 500*mib, secs))
