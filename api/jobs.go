@@ -12,6 +12,9 @@ const (
 	RouteJobHeartbeat = "POST /v1/jobs/{id}/heartbeat"
 )
 
+// JobIDEnv is the environment variable sandboxd run exports to its command: the job's id.
+const JobIDEnv = "SANDBOXD_JOB_ID"
+
 // FeatureJobs is listed in status.features when the daemon has the job registry.
 const FeatureJobs = "jobs"
 

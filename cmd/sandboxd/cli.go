@@ -27,6 +27,9 @@ type command struct {
 	globals globalSet
 	// minArgs and maxArgs bound the positional arguments; maxArgs < 0 means any number.
 	minArgs, maxArgs int
+	// usageStatus replaces 64 for a usage error (run: 125, so that sandboxd's own failure
+	// never reads as the command's exit status).
+	usageStatus int
 	// rawArgs ends flag parsing at the first positional argument (or "--"): what follows
 	// is passed on untouched, so the flags of a command to run stay that command's.
 	rawArgs bool
@@ -49,12 +52,16 @@ type invocation struct {
 	args           []string
 	g              *globals
 	stdout, stderr io.Writer
+	usageStatus    int // the command's usageStatus (0: exitUsage)
 }
 
 // usageErr prints a usage error for the command and returns exit 64.
 func (inv *invocation) usageErr(format string, a ...any) int {
 	fmt.Fprintf(inv.stderr, "%s: %s\n", inv.name, fmt.Sprintf(format, a...))
 	fmt.Fprintf(inv.stderr, "Run '%s --help' for usage.\n", inv.name)
+	if inv.usageStatus != 0 {
+		return inv.usageStatus
+	}
 	return exitUsage
 }
 

@@ -208,11 +208,21 @@ func TestRunExitStatus(t *testing.T) {
 		t.Errorf("run -- sh -c 'exit 7': exit %d, stderr %q", r.code, r.stderr)
 	}
 	waitUntil(t, 5*time.Second, "the exited job to be seen", func() bool { return jobState(t, sock, "seven").State == api.JobEnded })
-	if r := sandboxd(t, env, "run", "--site", "nope", "--", "true"); r.code != 78 || !strings.Contains(r.stderr, "nope") {
+	// sandboxd's own refusals exit 125 (CONTRACT §9 v1.2, issue 20 item 5), the code and
+	// detail on stderr and in --problem-file: a command's own 73 is never read as disk_full.
+	if r := sandboxd(t, env, "run", "--site", "nope", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "nope") {
 		t.Errorf("unknown site: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if r := sandboxd(t, env, "run", "--need-bytes", "1GiB", "--", "true"); r.code != 73 && r.code != 10 {
+	pf := filepath.Join(t.TempDir(), "problem.json")
+	if r := sandboxd(t, env, "run", "--need-bytes", "1GiB", "--problem-file", pf, "--", "true"); r.code != 125 ||
+		!strings.Contains(r.stderr, "disk_full") && !strings.Contains(r.stderr, "replace_sandbox") {
 		t.Errorf("a need above the disk: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(pf); !strings.Contains(string(b), `"code": "disk_full"`) && !strings.Contains(string(b), `"code": "replace_sandbox"`) {
+		t.Errorf("--problem-file: %s", b)
+	}
+	if r := sandboxd(t, env, "run", "--", "sh", "-c", "exit 73"); r.code != 73 {
+		t.Errorf("a command's own 73: exit %d", r.code)
 	}
 	busy := exec.Command(binary, "run", "--id", "dup", "--", "sleep", "600")
 	busy.Env = append(os.Environ(), env...)
@@ -227,10 +237,10 @@ func TestRunExitStatus(t *testing.T) {
 	if r := sandboxd(t, env, "jobs", "heartbeat", "dup", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"processes": null`) {
 		t.Errorf("jobs heartbeat --json: exit %d, %s", r.code, r.stdout)
 	}
-	if r := sandboxd(t, env, "run", "--id", "dup", "--", "true"); r.code != 65 || !strings.Contains(r.stderr, "conflict") {
+	if r := sandboxd(t, env, "run", "--id", "dup", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "conflict") {
 		t.Errorf("an id in use: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if r := sandboxd(t, env, "run", "--ttl", "0s", "--", "true"); r.code != 64 {
+	if r := sandboxd(t, env, "run", "--ttl", "0s", "--", "true"); r.code != 125 {
 		t.Errorf("--ttl 0s: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := sandboxd(t, env, "jobs", "end", "dup"); r.code != 0 || !strings.Contains(r.stdout, "killed") {

@@ -136,14 +136,18 @@ func dispatch(root *command, args []string, stdout, stderr io.Writer) int {
 	fs, runf := cmd.leafFlags(full, g)
 	r, err := parseLevel(fs, args, cmd.rawArgs)
 	if err != nil {
-		return usageError(stderr, full, err.Error())
+		if code := usageError(stderr, full, err.Error()); cmd.usageStatus != 0 {
+			return cmd.usageStatus
+		} else {
+			return code
+		}
 	}
 	if r.help {
 		printHelp(stdout, full, cmd, g)
 		return exitOK
 	}
 	pos := append(r.pos, r.rest...)
-	inv := &invocation{name: full, args: pos, g: g, stdout: stdout, stderr: stderr}
+	inv := &invocation{name: full, args: pos, g: g, stdout: stdout, stderr: stderr, usageStatus: cmd.usageStatus}
 	// A global flag before the command that this command does not take is ignored, as
 	// kubectl and tailscale do (an alias may carry --socket); after it, it is unknown.
 	if g.set&gTimeout != 0 && cmd.globals&gTimeout != 0 && g.timeout < 0 {

@@ -19,10 +19,19 @@ import (
 // beats for it (`sandboxd jobs heartbeat ID`) or lets the ttl end it.
 func runCommand() *command {
 	return &command{name: "run", summary: "a launch check, then CMD run as a job in its own cgroup, under a lease",
-		args: "[--] CMD [ARG...]", minArgs: 1, maxArgs: -1, rawArgs: true, globals: gClient,
-		long: `The exit status is CMD's. A refusal of the launch check exits with its status (73 disk_full,
-10 replace_sandbox, 75 mount_unavailable, ...) and its detail on stderr; a refusal of the
-registration likewise (65 conflict for an id in use, 69 jobs_unavailable without cgroup v2).
+		args: "[--] CMD [ARG...]", minArgs: 1, maxArgs: -1, rawArgs: true, globals: gClient, usageStatus: exitRunFailed,
+		long: `The exit status is CMD's, as with docker run, env and timeout, except:
+  125  sandboxd refused or failed: the launch check refused (disk_full, replace_sandbox,
+       mount_unavailable, ...), the registration was refused (conflict, jobs_unavailable,
+       state_unavailable, ...), the daemon could not be reached, or a usage error. The
+       refusal's code and detail are on stderr ("sandboxd run: refused: disk_full: ..."),
+       the problem document on stdout with --json and in --problem-file FILE.
+       sandboxd launch keeps the specific statuses (73, 10, 75, ...).
+  126  CMD was found but could not be run;  127  CMD was not found.
+With --detach (-d) the launch check and the registration happen in the foreground; then
+the job id is printed on stdout, CMD runs detached (its own session, stdin /dev/null,
+stdout and stderr to --stdout FILE and --stderr FILE, else /dev/null) and run exits 0,
+or 125 with the refusal, CMD never started.
 sandboxd knows which process registers from the kernel (SO_PEERCRED translates it into
 the daemon's pid namespace), so run works from a container's own pid namespace too.
 The job's id is printed on stderr (and exported to CMD as SANDBOXD_JOB_ID), so the runner
@@ -40,6 +49,12 @@ can send heartbeats: sandboxd run sends none itself.`,
 			fs.Var(&mounts, "mount", "a mount `NAME` the command needs (repeatable)")
 			var labels multiFlag
 			fs.Var(&labels, "label", "a label `KEY=VALUE` of the job (repeatable)")
+			var det detachFlags
+			fs.BoolVar(&det.on, "detach", false, "check and register in the foreground, print the job id, then run CMD detached")
+			fs.BoolVar(&det.on, "d", false, "short for --detach")
+			fs.StringVar(&det.stdout, "stdout", "", "with --detach: CMD's stdout goes to `FILE` (created or truncated; default /dev/null)")
+			fs.StringVar(&det.stderr, "stderr", "", "with --detach: CMD's stderr goes to `FILE` (created or truncated; default /dev/null)")
+			problemFile := fs.String("problem-file", "", "on exit 125, write the refusal's problem document (JSON) to `FILE`")
 			return func(ctx context.Context, inv *invocation) int {
 				launch := api.LaunchRequest{Site: *site, Mounts: mounts}
 				job := api.JobRequest{ID: *id, Site: *site, Lease: *lease} // no pid: the daemon learns it from the kernel (SO_PEERCRED), in its own pid namespace
@@ -84,12 +99,15 @@ can send heartbeats: sandboxd run sends none itself.`,
 					}
 					job.Labels[k] = v
 				}
-				return runJob(ctx, inv, launch, job, inv.args)
+				if det.on {
+					return runDetached(inv, det, *problemFile)
+				}
+				return runJob(ctx, inv, launch, job, inv.args, *problemFile)
 			}
 		}}
 }
 
-func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req api.JobRequest, argv []string) int {
+func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req api.JobRequest, argv []string, problemFile string) int {
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
@@ -104,14 +122,18 @@ func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req 
 	c := inv.client()
 	resp, err := c.Launch(ctx, launch)
 	if err != nil {
-		return failure(err, inv, sitePath(launch.Site))
+		return runFailed(err, inv, sitePath(launch.Site), problemFile)
 	}
 	if resp.Advice != nil {
 		fmt.Fprintf(inv.stderr, "%s: advice: %s: %s\n", inv.name, *resp.Advice, resp.Detail)
 	}
 	j, err := c.RegisterJob(ctx, req)
 	if err != nil {
-		return failure(err, inv, sitePath(launch.Site))
+		return runFailed(err, inv, sitePath(launch.Site), problemFile)
+	}
+	if reportDetached(j) {
+		// The detached child: the parent printed the id; stdio are the caller's files.
+		os.Unsetenv(detachFDEnv)
 	}
 	for _, w := range append(resp.Warnings, j.Warnings...) {
 		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
@@ -122,7 +144,7 @@ func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req 
 		fmt.Fprintf(inv.stderr, "%s: job %s (cgroup %s, lease until %s, deadline %s)\n", inv.name, j.ID, j.Cgroup,
 			j.LeaseExpiresAt.Format("15:04:05"), j.DeadlineAt.Format("2006-01-02 15:04:05"))
 	}
-	env := append(os.Environ(), "SANDBOXD_JOB_ID="+j.ID)
+	env := append(os.Environ(), api.JobIDEnv+"="+j.ID)
 	// exec keeps this pid, which is already in the job's cgroup: CMD is the job.
 	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(inv.stderr, "%s: exec %s: %v\n", inv.name, path, err)

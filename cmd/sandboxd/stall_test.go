@@ -185,3 +185,38 @@ func startBGEnv(t *testing.T, env []string, name string, args ...string) *exec.C
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd
 }
+
+// Issue 20 item 5: run --detach checks and registers in the foreground, prints the job id
+// and exits 0 while CMD runs on detached with its output in the named files; a refusal
+// exits 125 with the code on stderr and CMD never starts.
+func TestRunDetach(t *testing.T) {
+	root := testenv.CgroupRoot(t)
+	cfg := fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"200ms\"\n", root)
+	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	dir := t.TempDir()
+	r := sandboxd(t, env, "run", "-d", "--id", "bg1", "--ttl", "1h", "--stdout", dir+"/out", "--stderr", dir+"/err",
+		"--", "sh", "-c", `echo "hello $SANDBOXD_JOB_ID"; echo oops >&2; exec sleep 600`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "bg1" {
+		t.Fatalf("run -d: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	j := jobState(t, sock, "bg1")
+	t.Cleanup(func() { sandboxd(t, env, "jobs", "end", "bg1") })
+	if j.State != api.JobRunning {
+		t.Fatalf("the detached job: %+v", j)
+	}
+	waitUntil(t, 10*time.Second, "the detached command's output", func() bool {
+		o, _ := os.ReadFile(dir + "/out")
+		e, _ := os.ReadFile(dir + "/err")
+		return strings.Contains(string(o), "hello bg1") && strings.Contains(string(e), "oops")
+	})
+	if r := sandboxd(t, env, "run", "-d", "--id", "bg1", "--stdout", dir+"/out2", "--", "sh", "-c", "echo ran"); r.code != 125 || !strings.Contains(r.stderr, "conflict") {
+		t.Errorf("run -d with an id in use: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if o, _ := os.ReadFile(dir + "/out2"); strings.Contains(string(o), "ran") {
+		t.Error("a refused detached command ran")
+	}
+	if r := sandboxd(t, env, "run", "-d", "--", "no-such-command-i20"); r.code != 127 {
+		t.Errorf("run -d of a missing command: exit %d", r.code)
+	}
+}
