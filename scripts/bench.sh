@@ -388,6 +388,13 @@ if [ "${BENCH_CLIENTS:-1}" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------------
+if [ "${BENCH_BOOT:-1}" = 1 ]; then
+	log "issue 22: sandboxd boot on a full disk (vs process start, vs df+rm) and image check of a 1 GiB image (vs dumpe2fs, e2fsck -fn) (BENCH_BOOT=0 skips)"
+	"$ROOT/scripts/bench-boot.sh" 2>&1 | tee "$OUT/boot-bench.txt"
+	"$GO" test -run '^$' -bench 'BootFull' -benchtime=20x ./daemon 2>&1 | tee -a "$OUT/boot-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
 log "summary (medians over rounds; raw results in $OUT)"
 echo "machine: $(nproc) cores, kernel $(uname -r), load at start: $(grep 'uptime at start' "$OUT/machine.txt" | sed 's/.*load average: //')"
 "$SB" report -in "$RESULTS" -json "$OUT/summary.json" | tee "$OUT/summary.txt"
