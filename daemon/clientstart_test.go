@@ -64,7 +64,7 @@ func startRunnerMain() int {
 // lease lapses and the daemon ends the command and its double-forked grandchild.
 func TestClientStartRunnerKilled(t *testing.T) {
 	root := testenv.CgroupRoot(t)
-	_, _, body := siteOnTmpfs(t, 16<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root))
+	_, _, body := siteOnTmpfs(t, 16<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\nregistry_dir = %q\ngrace = \"500ms\"\n", root, t.TempDir()))
 	td := startDaemon(t, body)
 	dir := t.TempDir()
 	runner := exec.Command(os.Args[0])
@@ -118,7 +118,7 @@ func TestClientStartRunnerKilled(t *testing.T) {
 // ended the job) reaches the callback and End's error.
 func TestClientStartEnd(t *testing.T) {
 	root := testenv.CgroupRoot(t)
-	_, _, body := siteOnTmpfs(t, 16<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root))
+	_, _, body := siteOnTmpfs(t, 16<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\nregistry_dir = %q\ngrace = \"500ms\"\n", root, t.TempDir()))
 	td := startDaemon(t, body)
 	ctx := context.Background()
 	c := td.client
@@ -190,7 +190,7 @@ func TestClientStartEnd(t *testing.T) {
 // and nothing is started.
 func TestClientStartDiskFull(t *testing.T) {
 	root := testenv.CgroupRoot(t)
-	mnt, site, body := siteOnTmpfs(t, 8<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\n", root))
+	mnt, site, body := siteOnTmpfs(t, 8<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\nregistry_dir = %q\n", root, t.TempDir()))
 	body = strings.Replace(body, `replace_below = "512KiB"`, `replace_below = "0"`, 1)
 	td := startDaemon(t, body)
 	testenv.Fill(filepath.Join(site, "fill"), 64<<20)

@@ -343,9 +343,10 @@ path = %q
 required = false
 [jobs]
 cgroup_root = %q
+registry_dir = %q
 grace = "500ms"
 `, filepath.Join(ok, "site"), filepath.Join(full, "site"), filepath.Join(small, "site"), filepath.Join(inodes, "site"),
-		filepath.Join(gone, "site"), ok, full, small, inodes, filepath.Join(gone, "watched"), filepath.Join(ok, "cache"), nomount, root)
+		filepath.Join(gone, "site"), ok, full, small, inodes, filepath.Join(gone, "watched"), filepath.Join(ok, "cache"), nomount, root, t.TempDir())
 	td, tcpAddr := startDaemonTCP(t, body, probeSelf)
 	u, tcp := unixRT(td.sock), tcpRT(tcpAddr)
 	do := func(method, path, body string) (int, []byte) { return c.exchange(u, method, path, body, false) }
@@ -505,8 +506,8 @@ grace = "500ms"
 	do("GET", "/v1/status", "")
 
 	// jobs_unavailable: a daemon whose jobs root is no cgroup v2.
-	td2, _ := startDaemonTCP(t, fmt.Sprintf("site = []\n[[filesystem]]\npath = %q\nreserve = \"0\"\nreclaim_below = \"1MiB\"\nreplace_below = \"0\"\n[jobs]\ncgroup_root = %q\n",
-		ok, filepath.Join(ok, "not-a-cgroup")))
+	td2, _ := startDaemonTCP(t, fmt.Sprintf("site = []\n[[filesystem]]\npath = %q\nreserve = \"0\"\nreclaim_below = \"1MiB\"\nreplace_below = \"0\"\n[jobs]\ncgroup_root = %q\nregistry_dir = %q\n",
+		ok, filepath.Join(ok, "not-a-cgroup"), t.TempDir()))
 	u2 := unixRT(td2.sock)
 	s, data = c.exchange(u2, "POST", "/v1/jobs", fmt.Sprintf(`{"pid":%d}`, sleeper.Process.Pid), false)
 	want(503, s, data, "register without cgroup v2")

@@ -105,6 +105,14 @@ test('exit status, SANDBOXD_JOB_ID, conflict, a missing command', async (t) => {
     await busy.end();
   }
   await assert.rejects(d.client.start(['no-such-command-xyz']), /not on PATH/);
+  // A shared lease (CONTRACT §17): the job joins it, one lease heartbeat renews it.
+  const leased = await d.client.start(['sleep', '600'], { lease: 'node-session', heartbeat: '1h' });
+  try {
+    assert.equal((await d.client.job(leased.id)).lease, 'node-session');
+    await d.client.request('POST', '/v1/leases/node-session/heartbeat');
+  } finally {
+    await leased.end();
+  }
 });
 
 test('a failed heartbeat is surfaced: the callback at once, end() throws it', async (t) => {

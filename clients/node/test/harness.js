@@ -118,6 +118,7 @@ replace_below = "0"
 reserve = "0"
 [jobs]
 cgroup_root = "${cgroup}"
+registry_dir = "${dir}/registry"
 ${jobs}`);
   const logFile = path.join(dir, 'daemon.log');
   const logFd = fs.openSync(logFile, 'w');

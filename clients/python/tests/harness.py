@@ -133,6 +133,7 @@ reserve = "0"
 {filesystem}
 [jobs]
 cgroup_root = "{self.cgroup}"
+registry_dir = "{self.dir}/registry"
 {jobs}''')
         self.log = open(os.path.join(self.dir, "daemon.log"), "w+")
         self.proc = subprocess.Popen([bin_, "serve", "--config", cfg], stdout=self.log, stderr=self.log)

@@ -98,6 +98,10 @@ class JobTests(unittest.TestCase):
         self.assertEqual((cm.exception.status, cm.exception.exit_code), (409, 65))
         with self.assertRaises(FileNotFoundError):
             self.c.start(["no-such-command-xyz"])
+        # A shared lease (CONTRACT §17): the job joins it, one lease heartbeat renews it.
+        with self.c.start(["sleep", "600"], lease="py-session", heartbeat="1h") as job:
+            self.assertEqual(self.c.job(job.id).get("lease"), "py-session")
+            self.c.request("POST", "/v1/leases/py-session/heartbeat")
 
     def test_failed_heartbeat_is_surfaced(self) -> None:
         """Someone else ends the job: the next heartbeat fails; the callback sees it at
