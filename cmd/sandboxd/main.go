@@ -60,6 +60,7 @@ func commands() []*command {
 		configCommand(),
 		mountsCommand(),
 		runCommand(),
+		releaseAllCommand(),
 		jobsCommand(),
 		versionCommand(),
 		helpCommand(),

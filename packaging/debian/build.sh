@@ -43,7 +43,7 @@ mkdir -p "$src/debian"
 	-o "$src/sandboxd" ./cmd/sandboxd)
 (cd "$top" && "$go" run ./packaging/debian/manpage "$src/sandboxd" "$DEB_VERSION") > "$src/debian/sandboxd.1"
 
-cp "$here/control" "$here/copyright" "$here/postrm" "$src/debian/"
+cp "$here/control" "$here/copyright" "$here/prerm" "$here/postrm" "$src/debian/"
 cp "$here/sandboxd.lintian-overrides" "$src/debian/"
 cat > "$src/debian/changelog" <<CHANGES
 sandboxd ($DEB_VERSION) unstable; urgency=medium
@@ -72,7 +72,14 @@ install -d -m 0755 "$pkg/etc/sandboxd"
 	-e 's|^textfile = ""      |textfile = "/var/lib/prometheus/node-exporter/sandboxd.prom"|' \
 	> "$pkg/etc/sandboxd/sandboxd.toml"
 "$src/sandboxd" config check "$pkg/etc/sandboxd/sandboxd.toml" >/dev/null
-install -D -m 0644 "$top/packaging/prometheus/sandboxd-alerts.yml" "$pkg/usr/share/sandboxd/prometheus/sandboxd-alerts.yml"
+# The alert rules' runbook links name the docs of the version installed (issue 25), not
+# main: the tag when HEAD is tagged vX.Y.Z, else the commit (the package ships the same
+# docs/operations.md in /usr/share/doc/sandboxd).
+ref=$(git -C "$top" describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null || git -C "$top" rev-parse HEAD)
+install -d -m 0755 "$pkg/usr/share/sandboxd/prometheus"
+sed "s|https://github.com/sandboxd/sandboxd/blob/main/docs/|https://github.com/sandboxd/sandboxd/blob/$ref/docs/|" \
+	"$top/packaging/prometheus/sandboxd-alerts.yml" > "$pkg/usr/share/sandboxd/prometheus/sandboxd-alerts.yml"
+chmod 0644 "$pkg/usr/share/sandboxd/prometheus/sandboxd-alerts.yml"
 install -D -m 0644 "$top/packaging/grafana/sandboxd.json" "$pkg/usr/share/sandboxd/grafana/sandboxd.json"
 install -d -m 0755 "$pkg/usr/share/doc/sandboxd"
 install -m 0644 "$top/README.md" "$pkg/usr/share/doc/sandboxd/README.md"

@@ -179,6 +179,25 @@ func TestPackageContents(t *testing.T) {
 		t.Errorf("binary lacks full RELRO (PT_GNU_RELRO %v, DT_FLAGS %v)", relro, flags)
 	}
 
+	// The alert rules' runbook links name the installed version's docs (the commit these
+	// packages were built from; a tag for a tagged release), never main (issue 25).
+	rules, _ := os.ReadFile(filepath.Join(x, "usr/share/sandboxd/prometheus/sandboxd-alerts.yml"))
+	links := regexp.MustCompile(`runbook_url: https://github.com/sandboxd/sandboxd/blob/([^/]+)/docs/operations.md#`).FindAllStringSubmatch(string(rules), -1)
+	refs := map[string]bool{}
+	for _, l := range links {
+		refs[l[1]] = true
+	}
+	if len(links) < 18 || len(refs) != 1 || strings.Contains(string(rules), "/blob/main/") {
+		t.Errorf("%d runbook links, naming %v; want every one naming the build's commit or tag, none main", len(links), refs)
+	}
+	for ref := range refs {
+		if !regexp.MustCompile(`^([0-9a-f]{40}|v[0-9][0-9A-Za-z.+~-]*)$`).MatchString(ref) {
+			t.Errorf("runbook links name %q: not a commit or a version tag", ref)
+		} else if out, err := exec.Command("git", "cat-file", "-e", ref+"^{commit}").CombinedOutput(); err != nil {
+			t.Errorf("runbook links name %s, which is no commit of this repository: %v %s", ref, err, out)
+		}
+	}
+
 	// The packaged config is the embedded default with exactly mode and textfile changed,
 	// and passes config check.
 	conf := filepath.Join(x, "etc/sandboxd/sandboxd.toml")

@@ -250,9 +250,41 @@ func TestPackageUnderSystemd(t *testing.T) {
 		}
 	}
 
-	// Enabled and running again, then removed: stopped, units gone, config kept.
+	// Enabled and running again, then removed: stopped, units gone, config kept. Before
+	// that, a runner started a job that ignores SIGTERM and registered a mount: removal
+	// ends the job (SIGTERM, then SIGKILL after its 1s grace, until its cgroup is empty)
+	// and releases the mount, and says so (issue 25).
 	sd.mustSh("systemctl enable --now sandboxd.socket sandboxd.service")
-	dpkg("--remove sandboxd")
+	sd.mustSh(`setsid /usr/bin/sandboxd run --grace 1s --ttl 1h -- sh -c 'trap "" TERM; exec sleep 3600' >/run/job.log 2>&1 &`)
+	var job api.Job
+	testenv.Eventually(t, 30*time.Second, "the runner's job to be registered", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		page, err := c.Jobs(ctx)
+		if err == nil && len(page.Jobs) == 1 && page.Jobs[0].State == api.JobRunning {
+			job = page.Jobs[0]
+		}
+		return job.ID != ""
+	})
+	sess := filepath.Join(watched, "session")
+	os.Mkdir(sess, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := c.RegisterMount(ctx, api.MountRegistration{Name: "session", Path: sess}); err != nil {
+		t.Fatalf("register a mount: %v", err)
+	}
+	cancel()
+	out = dpkg("--remove sandboxd")
+	for _, want := range []string{"ended job " + job.ID, "released mount session"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dpkg --remove does not say %q:\n%s", want, out)
+		}
+	}
+	if o, _ := sd.sh(fmt.Sprintf("test -e /proc/%d && cat /proc/%d/cmdline", job.PID, job.PID)); strings.Contains(o, "sleep") {
+		t.Errorf("the job's process %d outlived the package's removal", job.PID)
+	}
+	if o, _ := sd.sh("test -d " + job.Cgroup + "; echo $?"); strings.TrimSpace(o) != "1" {
+		t.Errorf("the job's cgroup %s outlived the package's removal", job.Cgroup)
+	}
 	if st := sd.show("sandboxd.service", "ActiveState"); st != "inactive" {
 		t.Errorf("after remove the service is %s", st)
 	}
@@ -262,7 +294,15 @@ func TestPackageUnderSystemd(t *testing.T) {
 	if out, _ := sd.sh("test -f /etc/sandboxd/sandboxd.toml && test -d /var/lib/sandboxd; echo $?"); strings.TrimSpace(out) != "0" {
 		t.Error("remove took the config or the state")
 	}
+	// The FUSE server the remount command started above is not a job: it serves the
+	// mount, so removal leaves it running, and it keeps the unit's cgroup while it lives.
+	// It ends here (as its mount's owner would end it); then purge leaves no cgroup.
+	sd.sh("kill $(cat /run/ns-pidfile); for i in $(seq 100); do kill -0 $(cat /run/ns-pidfile) 2>/dev/null || break; sleep 0.1; done")
 	dpkg("--purge sandboxd")
+	if o, _ := sd.sh(`find /sys/fs/cgroup -type d \( -name sandboxd.service -o -name sandboxd \)`); strings.TrimSpace(o) != "" {
+		procs, _ := sd.sh(`for f in $(find /sys/fs/cgroup/unified/system.slice/sandboxd.service -name cgroup.procs); do echo "$f:"; for p in $(cat $f); do tr '\0' ' ' < /proc/$p/cmdline; echo; done; done`)
+		t.Errorf("purge left cgroups:\n%s\nprocesses in them:\n%s", o, procs)
+	}
 	if out, _ := sd.sh("ls -d /etc/sandboxd /var/lib/sandboxd /etc/systemd/system/*.wants/sandboxd.* 2>/dev/null | wc -l"); strings.TrimSpace(out) != "0" {
 		t.Errorf("purge left: %s", sd.mustSh("ls -d /etc/sandboxd /var/lib/sandboxd /etc/systemd/system/*.wants/sandboxd.* 2>&1 || true"))
 	}
