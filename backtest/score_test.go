@@ -32,6 +32,8 @@ type score struct {
 	raisedSamples int // samples with the adaptive threshold above the static one
 	wall          time.Time
 	window        time.Duration // growth_window at the first raise
+	endFillingUp  bool          // at the last sample
+	endRaised     bool
 }
 
 func runTrace(tr trace) (sc score) {
@@ -70,6 +72,7 @@ func runTrace(tr trace) (sc score) {
 			}
 		}
 		st := e.State()
+		sc.endFillingUp, sc.endRaised = st.FillingUp, st.ThresholdRaised()
 		if st.ThresholdRaised() && (!tr.want.quiet || quietNow) {
 			sc.raisedSamples++
 		}

@@ -37,6 +37,9 @@ type outcome struct {
 	// transient: a finite writer (a build, a copy): DiskFillingUp may be raised while it
 	// writes, the adaptive threshold must not rise.
 	transient bool
+	// endsQuiet: a long writer; by the last sample (a minute after it ended) neither a
+	// prediction nor a raised threshold is left.
+	endsQuiet bool
 }
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)

@@ -29,11 +29,6 @@ func newOldGrowth(window, interval time.Duration) *oldGrowth {
 	return &oldGrowth{window: window, quiet: max(window/5, 3*interval), level: max(window/20, 3*interval), gap: interval / 2, max: n}
 }
 
-// ownWrite accounts bytes sandboxd itself wrote (negative: freed, or fewer written than
-// declared). The order of the announcement and the change on disk does not matter beyond
-// a sample or two: the levels are medians.
-func (g *oldGrowth) ownWrite(bytes int64) { g.own += bytes }
-
 // add records a sample; samples older than the newest are dropped, and so are those
 // within half an interval of it: every Measure (a launch) is a sample too, and a storm
 // of launches must not push the window's history out through the cap on points.
