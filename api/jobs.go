@@ -15,6 +15,10 @@ const (
 // JobIDEnv is the environment variable sandboxd run exports to its command: the job's id.
 const JobIDEnv = "SANDBOXD_JOB_ID"
 
+// JobCgroupEnv is the job's cgroup, exported beside JobIDEnv: with it the leak check
+// tells this daemon's jobs from another's of the same id (v1.2).
+const JobCgroupEnv = "SANDBOXD_JOB_CGROUP"
+
 // FeatureJobs is listed in status.features when the daemon has the job registry.
 const FeatureJobs = "jobs"
 
@@ -103,6 +107,7 @@ const (
 	LeakRegistered    = "registered"     // a job in state leaked
 	LeakUnleased      = "unleased"       // a site's pid file names a live process no job holds
 	LeakUnknownCgroup = "unknown_cgroup" // a non-empty cgroup under the jobs root the registry does not know
+	LeakEscaped       = "escaped"        // a process outside its job's cgroup that carries SANDBOXD_JOB_ID (v1.2)
 )
 
 // Leak is one finding of the leak check.

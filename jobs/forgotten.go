@@ -19,6 +19,7 @@ type forgotten struct {
 	state   string
 	reason  string
 	why     string // the limit that dropped it
+	cgroup  string
 }
 
 // forgetLocked drops j from the registry, remembering why.
@@ -31,7 +32,7 @@ func (m *Manager) forgetLocked(j *job, why string) {
 	if _, ok := m.forgot[j.ID]; !ok {
 		m.forgotOrder = append(m.forgotOrder, j.ID)
 	}
-	m.forgot[j.ID] = forgotten{endedAt: j.EndedAt, state: j.State, reason: j.Reason, why: why}
+	m.forgot[j.ID] = forgotten{endedAt: j.EndedAt, state: j.State, reason: j.Reason, why: why, cgroup: j.Cgroup}
 	for len(m.forgotOrder) > maxForgotten {
 		delete(m.forgot, m.forgotOrder[0])
 		m.forgotOrder = m.forgotOrder[1:]

@@ -79,6 +79,11 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 			}
 		}
 	}
+	// (4) processes that escaped their job's cgroup but carry its SANDBOXD_JOB_ID.
+	for _, l := range m.escapes(ctx, boot) {
+		doubts[len(rep.Leaks)] = "left running: an escaped process is found by its environment, which is its own word (anyone can set SANDBOXD_JOB_ID): end it by hand if it is a leak"
+		rep.Leaks = append(rep.Leaks, l)
+	}
 	if clean {
 		for i := range rep.Leaks {
 			if doubt, ok := doubts[i]; ok {
@@ -91,7 +96,7 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 		}
 	}
 	sort.SliceStable(rep.Leaks, func(a, b int) bool { return rep.Leaks[a].Kind < rep.Leaks[b].Kind })
-	counts := map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0}
+	counts := map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0, api.LeakEscaped: 0}
 	for _, l := range rep.Leaks {
 		counts[l.Kind]++
 	}

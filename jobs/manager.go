@@ -201,7 +201,7 @@ type Manager struct {
 func New(opts Options) *Manager {
 	opts.setDefaults()
 	m := &Manager{opts: opts, jobs: map[string]*job{}, endedTotal: map[string]int64{},
-		lastLeaks: map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0},
+		lastLeaks: map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0, api.LeakEscaped: 0},
 		runCtx:    context.Background(), wg: &sync.WaitGroup{},
 		wake: make(chan struct{}, 1)}
 	for _, r := range []string{api.ReasonLeaseExpired, api.ReasonMaxLifetime, api.ReasonDeleted, api.ReasonExited} {

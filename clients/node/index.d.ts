@@ -296,7 +296,7 @@ export interface Leak {
   detail?: string;
   error?: string;
   job?: string;
-  kind?: "registered" | "unleased" | "unknown_cgroup";
+  kind?: "registered" | "unleased" | "unknown_cgroup" | "escaped";
   pid?: number;
   processes?: number;
   site?: string;

@@ -78,7 +78,8 @@ func jobsCommand() *command {
 				globals: gClient, maxArgs: 0,
 				long: `Lists jobs that could not be emptied (leaked), live processes a site's <id>.pid names that no
 job holds past [jobs] unleased_max, and non-empty cgroups under the jobs root the registry
-does not know. --clean ends each first, and still exits 1: a check that cleans up silently
+does not know, and processes that escaped their job's cgroup but carry its SANDBOXD_JOB_ID
+(reported, never ended). --clean ends each other one first, and still exits 1: a check that cleans up silently
 is a cleanup step, not a check.`,
 				setup: func(fs *flag.FlagSet) runFunc {
 					clean := fs.Bool("clean", false, "end every leak found (and still exit 1)")

@@ -144,7 +144,7 @@ func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req 
 		fmt.Fprintf(inv.stderr, "%s: job %s (cgroup %s, lease until %s, deadline %s)\n", inv.name, j.ID, j.Cgroup,
 			j.LeaseExpiresAt.Format("15:04:05"), j.DeadlineAt.Format("2006-01-02 15:04:05"))
 	}
-	env := append(os.Environ(), api.JobIDEnv+"="+j.ID)
+	env := append(os.Environ(), api.JobIDEnv+"="+j.ID, api.JobCgroupEnv+"="+j.Cgroup)
 	// exec keeps this pid, which is already in the job's cgroup: CMD is the job.
 	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(inv.stderr, "%s: exec %s: %v\n", inv.name, path, err)

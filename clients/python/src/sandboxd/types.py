@@ -148,7 +148,7 @@ class Leak(TypedDict, total=False):
     detail: str
     error: str
     job: str
-    kind: Literal["registered", "unleased", "unknown_cgroup"]
+    kind: Literal["registered", "unleased", "unknown_cgroup", "escaped"]
     pid: int
     processes: int
     site: str
