@@ -277,6 +277,11 @@ export class Client {
     // and the gate exits 125 without running the command.
     const gate = 'IFS= read -r SANDBOXD_JOB_ID <&3 || exit 125; exec 3<&-; export SANDBOXD_JOB_ID; exec "$@"';
     const child = spawn('/bin/sh', ['-c', gate, 'sandboxd-job', ...argv], { ...spawnOpts, stdio: [...io, 'pipe'] });
+    // The gate's end of fd 3 is a socket: once the command exits (or is killed) a read on
+    // it may fail with ECONNRESET. Nothing is read from it and what matters is the
+    // registration's outcome, so its errors are dropped here rather than thrown at the
+    // runner as an uncaught exception.
+    child.stdio[3].on('error', () => {});
     const exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 + (osSignal(signal)) : null)));
       child.once('error', () => resolve(null));
@@ -294,7 +299,7 @@ export class Client {
       await exited;
       throw e;
     }
-    child.stdio[3].end(`${info.id}\n`);
+    child.stdio[3].end(`${info.id}\n`, () => child.stdio[3].destroy());
     const ttlMs = info.ttl_seconds ? info.ttl_seconds * 1000 : (ttl !== undefined ? parseDuration(ttl) : 180_000);
     const job = new Job(this, info, child, exited, ttlMs);
     job._beat(every ?? ttlMs / 3, onHeartbeatError);
