@@ -31,7 +31,11 @@ type Prune struct {
 	// SizeAfter is the cache's size walked right after the prune; -1 until walked (a
 	// walk cut by the call's deadline is done at the next refill check).
 	SizeAfter int64 `json:"size_after_bytes"`
-	// Regained is the most the cache grew back above SizeAfter within RefillWindow.
+	// Baseline is the cache's own growth before the prune (bytes per second, from the
+	// background sizing): new content it would have taken in anyway is not a refill.
+	Baseline float64 `json:"baseline_bytes_per_second,omitempty"`
+	// Regained is the most the cache grew back above SizeAfter plus its baseline growth
+	// within RefillWindow.
 	Regained  int64     `json:"regained_bytes"`
 	CheckedAt time.Time `json:"checked_at,omitzero"`
 	// Settled: the window closed, or half of FreedBytes is back (Refilled).
@@ -47,10 +51,11 @@ type RefillHistory struct {
 }
 
 // Pruned records a prune at `at` that freed `freed` bytes, leaving the cache at sizeAfter
-// bytes (-1: not walked yet). An earlier prune still in its window is settled first with
-// the size the cache had just before this one (sizeAfter + freed): a new prune cuts its
-// window short. It returns what the prunes it settled got back (see settle).
-func (h *RefillHistory) Pruned(at time.Time, freed, sizeAfter int64) (regained int64) {
+// bytes (-1: not walked yet), of a cache that grew by baseline bytes per second before
+// it (GrowthBaseline; 0: unknown). An earlier prune still in its window is settled first
+// with the size the cache had just before this one (sizeAfter + freed): a new prune cuts
+// its window short. It returns what the prunes it settled got back (see settle).
+func (h *RefillHistory) Pruned(at time.Time, freed, sizeAfter int64, baseline float64) (regained int64) {
 	if freed <= 0 {
 		return 0
 	}
@@ -62,7 +67,7 @@ func (h *RefillHistory) Pruned(at time.Time, freed, sizeAfter int64) (regained i
 			regained += h.settle(&h.Prunes[i])
 		}
 	}
-	h.Prunes = append(h.Prunes, Prune{At: at, FreedBytes: freed, SizeAfter: sizeAfter, CheckedAt: at})
+	h.Prunes = append(h.Prunes, Prune{At: at, FreedBytes: freed, SizeAfter: sizeAfter, CheckedAt: at, Baseline: max(baseline, 0)})
 	if len(h.Prunes) > refillKept {
 		h.Prunes = append([]Prune(nil), h.Prunes[len(h.Prunes)-refillKept:]...)
 	}
@@ -83,7 +88,7 @@ func (h *RefillHistory) Observe(at time.Time, size int64) (regained int64) {
 			continue
 		}
 		if at.Sub(p.At) <= RefillWindow {
-			p.Regained = max(p.Regained, size-p.SizeAfter)
+			p.Regained = max(p.Regained, size-p.SizeAfter-int64(p.Baseline*at.Sub(p.At).Seconds()))
 			p.CheckedAt = at
 			if 2*p.Regained >= p.FreedBytes {
 				regained += h.settle(p)
@@ -138,4 +143,20 @@ func (h *RefillHistory) Thrashing() bool {
 		n++
 	}
 	return n == ThrashPrunes
+}
+
+// baselineMax is how old a sizing may be to give a cache's growth before a prune.
+const baselineMax = 2 * time.Hour
+
+// GrowthBaseline is a cache's own growth rate before a prune at `at`, in bytes per second:
+// from its last background sizing (sized bytes at sizedAt) to its size just before the
+// prune. A cache that is simply growing (new packages arriving) grows back after a prune
+// without anything being downloaded again; only growth beyond this rate is a refill.
+// 0 when the sizing is missing, in the future or older than 2 hours.
+func GrowthBaseline(sized int64, sizedAt time.Time, sizeBefore int64, at time.Time) float64 {
+	d := at.Sub(sizedAt)
+	if sizedAt.IsZero() || d <= 0 || d > baselineMax || sizeBefore <= sized {
+		return 0
+	}
+	return float64(sizeBefore-sized) / d.Seconds()
 }

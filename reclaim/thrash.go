@@ -72,6 +72,7 @@ func (r *Reclaimer) notePrunes(ctx context.Context, f *fsRun, lr *ladderRun) {
 	type pruned struct {
 		c           *cache
 		freed, size int64
+		baseline    float64
 	}
 	var ps []pruned
 	for _, c := range lr.caches {
@@ -86,18 +87,27 @@ func (r *Reclaimer) notePrunes(ctx context.Context, f *fsRun, lr *ladderRun) {
 				size = u.Bytes
 			}
 		}
-		ps = append(ps, pruned{c, freed, size})
+		ps = append(ps, pruned{c: c, freed: freed, size: size})
 	}
 	if len(ps) == 0 {
 		return
 	}
 	now := r.opts.Now()
+	r.mu.Lock()
+	for i := range ps {
+		for _, ci := range r.caches {
+			if ci.Path == ps[i].c.Path && !ci.Partial && ps[i].size >= 0 {
+				ps[i].baseline = GrowthBaseline(ci.EstimatedBytes, ci.SizedAt, ps[i].size+ps[i].freed, now)
+			}
+		}
+	}
+	r.mu.Unlock()
 	var events []api.Event
 	r.mu.Lock()
 	for _, p := range ps {
 		h := r.refillFor(p.c)
 		was := h.Thrashing()
-		r.countRefill(h.Name, h.Pruned(now, p.freed, p.size))
+		r.countRefill(h.Name, h.Pruned(now, p.freed, p.size, p.baseline))
 		events = r.noteChange(events, h, was, now)
 	}
 	r.saveLocked()

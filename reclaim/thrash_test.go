@@ -53,6 +53,8 @@ func TestLoadBearingCacheIsTakenLast(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := range ThrashPrunes {
+		r.sizeCaches(ctx) // the background sizing: the cache is not growing by itself
+		advance(5 * time.Minute)
 		lowAgain()
 		before := countFiles(lb)
 		run, err := r.Reclaim(ctx, Request{Trigger: TriggerManual})
@@ -171,7 +173,7 @@ func (e *env) eventWith(cond string) *api.Event {
 func TestRefillHistoryRule(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
-	prune := func(h *RefillHistory, m int, freed, after int64) { h.Pruned(at(m), freed, after) }
+	prune := func(h *RefillHistory, m int, freed, after int64) { h.Pruned(at(m), freed, after, 0) }
 	cases := []struct {
 		name string
 		run  func(h *RefillHistory)
@@ -223,6 +225,21 @@ func TestRefillHistoryRule(t *testing.T) {
 			}
 			h.Expire(at(1000))
 		}, false},
+		{"a cache growing at its own pace before the prune is not refilling", func(h *RefillHistory) {
+			for i := range 3 {
+				// 100 bytes a minute before and after: 6,000 in the hour, all baseline.
+				h.Pruned(at(i*120), 100, 10000, GrowthBaseline(4100, at(i*120-60), 10100, at(i*120)))
+				h.Observe(at(i*120+60), 10000+6000)
+			}
+			h.Expire(at(1000))
+		}, false},
+		{"a refill above the baseline is one", func(h *RefillHistory) {
+			for i := range 3 {
+				h.Pruned(at(i*120), 1000, 10, GrowthBaseline(410, at(i*120-60), 1010, at(i*120)))
+				h.Observe(at(i*120+30), 10+300+900) // 300 baseline, 900 back
+			}
+			h.Expire(at(1000))
+		}, true},
 		{"an open newest prune keeps the verdict of the settled ones", func(h *RefillHistory) {
 			for i := range 3 {
 				prune(h, i*120, 100, 10)
