@@ -77,6 +77,11 @@ docs:
 	$(GO) test -count=1 -run '^TestConfigMap$$' ./packaging/kubernetes -update >/dev/null
 	@awk '/^```toml$$/{print; system("cat internal/config/default.toml"); skip=1; next} skip && /^```$$/{skip=0} !skip' docs/config.md > docs/config.md.new && mv docs/config.md.new docs/config.md
 
+# Regenerates docs/policy.md's table from the fleet simulator (issue 28): 1,000 simulated
+# sandboxes × 30 days under each policy, deterministic for its seed.
+sim:
+	$(GO) run ./cmd/sandboxd-sim -seed 1 -update docs/policy.md
+
 # A lintian-clean Debian package (packaging/debian/build.sh says how) in bin/.
 deb:
 	bash packaging/debian/build.sh

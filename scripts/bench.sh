@@ -13,7 +13,8 @@
 # BENCH_DRAIN_ROUNDS (3) rounds of each but the 200-s default rate, ~10 min; 0: skip), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
 # the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_JOBS (1: the job benchmarks, ~1 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
 # (5000: reclaim's deletion benchmark on 50,000 files instead of its default 200,000,
-# which alone takes ~6 min on ext4 here; set 20000 for the full size).
+# which alone takes ~6 min on ext4 here; set 20000 for the full size), BENCH_SIM (1: the
+# fleet simulator of issue 28, ~1-2 min; 0: skip).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -392,6 +393,15 @@ if [ "${BENCH_BOOT:-1}" = 1 ]; then
 	log "issue 22: sandboxd boot on a full disk (vs process start, vs df+rm) and image check of a 1 GiB image (vs dumpe2fs, e2fsck -fn) (BENCH_BOOT=0 skips)"
 	"$ROOT/scripts/bench-boot.sh" 2>&1 | tee "$OUT/boot-bench.txt"
 	"$GO" test -run '^$' -bench 'BootFull' -benchtime=20x ./daemon 2>&1 | tee -a "$OUT/boot-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
+if [ "${BENCH_SIM:-1}" = 1 ]; then
+	log "9. the fleet simulator (issue 28): 1,000 sandboxes x 30 days x every policy of docs/policy.md (target: under 2 minutes on 2 cores)"
+	"$GO" build -o "$WORK/sandboxd-sim" ./cmd/sandboxd-sim
+	/usr/bin/time -f 'sim: wall %e s, user %U s, sys %S s, max RSS %M KiB' "$WORK/sandboxd-sim" -seed 1 \
+		>"$OUT/policy-table.md" 2>"$OUT/sim.txt" || true
+	cat "$OUT/sim.txt"
 fi
 
 # ---------------------------------------------------------------------------------
