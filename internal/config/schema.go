@@ -157,7 +157,7 @@ func linkFields(l *Link) []field {
 // DefaultFilesystem is a [[filesystem]] entry with every key but path at its default.
 func DefaultFilesystem() Filesystem {
 	return Filesystem{
-		ReclaimBelow:       units.Threshold{Amount: 3 << 29}, // 1.5GiB
+		ReclaimBelow:       units.Threshold{Amount: 3 << 29},   // 1.5GiB
 		ReplaceBelow:       units.Threshold{Amount: 256 << 20}, // docs/policy.md, row #5 against #3
 		ReclaimBelowInodes: units.Threshold{Pct: 5, Percent: true},
 		ReplaceBelowInodes: units.Threshold{Pct: 1, Percent: true},
