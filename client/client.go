@@ -33,6 +33,10 @@ type Client struct {
 	// Timeout bounds each call when the context has no earlier deadline; zero means each
 	// call's own deadline plus one second (30 s for calls without one).
 	Timeout time.Duration
+	// ServerUIDs, when not empty, are the uids the daemon may run as: every connection
+	// checks the server's SO_PEERCRED and refuses one of another uid (a fake daemon at
+	// $SANDBOXD_SOCKET), as an UnreachableError naming it (issue 21).
+	ServerUIDs []uint32
 
 	once sync.Once
 	hc   *http.Client
@@ -60,8 +64,12 @@ func DialUnix(sock string) func(ctx context.Context, network, addr string) (net.
 
 func (c *Client) http() *http.Client {
 	c.once.Do(func() {
+		dial := DialUnix(c.Socket())
+		if len(c.ServerUIDs) > 0 {
+			dial = dialChecked(dial, c.ServerUIDs)
+		}
 		tr := &http.Transport{
-			DialContext:         DialUnix(c.Socket()),
+			DialContext:         dial,
 			MaxIdleConnsPerHost: 4,
 			IdleConnTimeout:     30 * time.Second,
 		}
@@ -102,7 +110,10 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func (c *Client) unreachable(err error) error {
 	reason := err.Error()
 	sock := c.Socket()
+	var untrusted *UntrustedServerError
 	switch {
+	case errors.As(err, &untrusted):
+		reason = untrusted.Error()
 	case notASocket(sock) != "":
 		reason = notASocket(sock)
 	case errors.Is(err, syscall.ENOENT), !exists(sock):

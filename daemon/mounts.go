@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
+	"github.com/sandboxd/sandboxd/internal/runas"
 	"github.com/sandboxd/sandboxd/mountwatch"
 )
 
@@ -84,7 +85,7 @@ func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
 // original time for one restored from the state file.
 func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registrant, registeredAt time.Time) (api.Mount, error) {
 	cfg := d.config()
-	mc, reg, err := mountFromRequest(req, cfg)
+	mc, reg, err := mountFromRequestAs(req, cfg, by)
 	if err != nil {
 		return api.Mount{}, err
 	}
@@ -224,6 +225,17 @@ func (d *Daemon) mayManageMount(r *http.Request, name string, push bool) error {
 	}
 	d.logger.Warn("refused: a registered mount of another uid", "mount", name, "uid", p.UID, "pid", p.PID, "registered_by", by.UID)
 	return api.NewProblem(api.CodeForbidden, "mount %q was registered by uid %d: only that uid or root may release it or push its credentials (you are uid %d)", name, by.UID, p.UID)
+}
+
+// mountFromRequestAs is mountFromRequest with the paths walked with by's filesystem
+// credentials (issue 21): walked as root, a path under /root answered 400 naming a
+// symlink's target where a missing one answered 403 — an oracle of what only root may see.
+// As the caller, both stop at the directory it cannot search.
+func mountFromRequestAs(req api.MountRegistration, cfg *config.Config, by *mountwatch.Registrant) (mc mountwatch.MountConfig, reg mountwatch.Registration, err error) {
+	if aerr := runas.AsFS(by.Cred(), func() error { mc, reg, err = mountFromRequest(req, cfg); return nil }); aerr != nil {
+		return mc, reg, api.NewProblem(api.CodeInternal, "act as the registering peer: %v", aerr)
+	}
+	return mc, reg, err
 }
 
 // mountFromRequest applies the [[mount]] defaults and rules to a registration: names as
@@ -386,15 +398,16 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 	}
 	var bad []quarantinedMount
 	for _, s := range saved {
-		mc, reg, err := mountFromRequest(s.Registration, d.opts.Config)
+		var by *mountwatch.Registrant
+		if b := s.RegisteredBy; b != nil {
+			by = &mountwatch.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups, PidNS: b.PidNS}
+		} else {
+			// Saved before registrants were recorded, when only root's rights existed.
+			d.logger.Warn("registered mount saved without its registrant: restored as root's", "mount", s.Registration.Name)
+		}
+		mc, reg, err := mountFromRequestAs(s.Registration, d.opts.Config, by)
 		if err == nil {
-			reg.RegisteredAt = s.RegisteredAt
-			if b := s.RegisteredBy; b != nil {
-				reg.By = &mountwatch.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups, PidNS: b.PidNS}
-			} else {
-				// Saved before registrants were recorded, when only root's rights existed.
-				d.logger.Warn("registered mount saved without its registrant: restored as root's", "mount", s.Registration.Name)
-			}
+			reg.RegisteredAt, reg.By = s.RegisteredAt, by
 			_, err = w.Add(mc, reg)
 		}
 		if err != nil {

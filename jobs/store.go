@@ -2,7 +2,9 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -81,6 +83,16 @@ func (m *Manager) load() {
 	}
 	for _, j := range byID {
 		if validID(j.ID) != nil {
+			continue
+		}
+		if want := filepath.Join(m.root, "jobs", j.ID); m.root != "" && filepath.Clean(j.Cgroup) != want {
+			// A hand-edited registry must not aim the dead-man switch at another cgroup
+			// (issue 21: a root sleep elsewhere was killed and its tree removed): the entry
+			// is quarantined, left out of the registry with nothing ended, and said.
+			msg := fmt.Sprintf("job %s quarantined at start: its registry entry names the cgroup %s, not %s; nothing in it was ended and the entry is dropped", j.ID, j.Cgroup, want)
+			m.opts.Logger.Error(msg)
+			m.emit(api.Event{Time: m.opts.Now(), Kind: api.EventJob, Subject: j.ID, Message: msg,
+				Fields: map[string]any{"result": "quarantined", "cgroup": j.Cgroup, "want": want}})
 			continue
 		}
 		j.done = make(chan struct{})

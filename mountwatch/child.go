@@ -57,17 +57,28 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// startChildEnv starts argv as startChild does, with stderr apart (c.errOut) and the
+// environment env (nil: the daemon's).
+func startChildEnv(argv []string, cred *syscall.Credential, timeout time.Duration, env []string) (*child, error) {
+	return startChildWith(argv, cred, timeout, false, true, env)
+}
+
 // startChild starts argv (as cred when non-nil) in its own process group, kills the group
 // at timeout and reaps it in a goroutine. With separate, stderr goes to c.errOut.
 func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig bool, separate ...bool) (*child, error) {
+	return startChildWith(argv, cred, timeout, deathSig, len(separate) > 0 && separate[0], nil)
+}
+
+func startChildWith(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig, separate bool, env []string) (*child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
 	c := &child{expired: make(chan struct{}), reaped: make(chan struct{}), out: &lockedBuffer{}}
 	cmd.Stdout = c.out
 	cmd.Stderr = c.out
-	if len(separate) > 0 && separate[0] {
+	if separate {
 		c.errOut = &lockedBuffer{}
 		cmd.Stderr = c.errOut
 	}
@@ -138,8 +149,21 @@ func (c *child) isExpired() bool {
 // credentials themselves). An error names the command (redacted) and carries at most the
 // first line of its stderr, redacted (redact.go). A child that cannot be reaped after the
 // kill is left to its reaper goroutine.
-func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration) (string, error) {
-	c, err := startChild(argv, cred, timeout, false, true)
+//
+// With forCaller (a registered mount's command, or any run as another uid) the command
+// gets a clean environment (cleanEnv) and the default oom_score_adj of 0 instead of the
+// daemon's whole environment and its -900 (issue 21): the caller's command is the
+// caller's, not a part of the daemon the kernel should spare.
+func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration, forCaller bool) (string, error) {
+	run := argv
+	var env []string
+	if forCaller {
+		env = cleanEnv(cred)
+		// Raising one's own oom_score_adj needs no privilege; the wrapper does it before
+		// the command runs, so nothing it forks inherits the daemon's value.
+		run = append([]string{"/bin/sh", "-c", `echo 0 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"`, "sh"}, argv...)
+	}
+	c, err := startChildEnv(run, cred, timeout, env)
 	if err != nil {
 		return "", fmt.Errorf("%w", redactedErr(err))
 	}

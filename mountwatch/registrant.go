@@ -53,6 +53,10 @@ func (r *Registrant) cred() *syscall.Credential {
 	return &syscall.Credential{Uid: r.UID, Gid: r.GID, Groups: groups}
 }
 
+// Cred is the credential r's commands and file operations run with; nil for root (and
+// for a nil r, a configured mount).
+func (r *Registrant) Cred() *syscall.Credential { return r.cred() }
+
 // api is r as the mount object shows it.
 func (r *Registrant) api() *api.Registrant {
 	if r == nil {

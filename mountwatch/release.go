@@ -208,7 +208,7 @@ func (r *releaser) unmount(ctx context.Context) {
 			r.step(t.step, "skipped", err.Error())
 			continue
 		}
-		_, err = runCommand(argv, by.cred(), w.opts.CommandTimeout)
+		_, err = runCommand(argv, by.cred(), w.opts.CommandTimeout, by.cred() != nil)
 		if !w.mountIDPresent(e.MountID) {
 			r.gone = true
 			r.step(t.step, "done", "unmounted "+path)

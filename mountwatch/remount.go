@@ -120,7 +120,7 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 		}
 		w.emit(api.EventRemount, name, "restarted unit "+m.cfg.RemountUnit, map[string]any{"unit": m.cfg.RemountUnit})
 	} else {
-		if _, err := runCommand(m.cfg.RemountCommand, m.by().cred(), w.opts.CommandTimeout); err != nil {
+		if _, err := runCommand(m.cfg.RemountCommand, m.by().cred(), w.opts.CommandTimeout, m.reg != nil); err != nil {
 			return fmt.Errorf("remount_command: %w", err)
 		}
 		w.emit(api.EventCommand, name, "ran remount_command", map[string]any{"command": redactArgv(m.cfg.RemountCommand)})
@@ -154,11 +154,11 @@ func (w *Watcher) detach(path string, by *Registrant) error {
 		if err != nil {
 			return err
 		}
-		_, err = runCommand(argv, by.cred(), w.opts.CommandTimeout)
+		_, err = runCommand(argv, by.cred(), w.opts.CommandTimeout, by.cred() != nil)
 		return err
 	}
 	if bin, err := exec.LookPath("umount"); err == nil {
-		_, err := runCommand([]string{bin, "-l", "-c", path}, nil, w.opts.CommandTimeout)
+		_, err := runCommand([]string{bin, "-l", "-c", path}, nil, w.opts.CommandTimeout, false)
 		if err != nil && strings.Contains(err.Error(), "not mounted") {
 			return nil
 		}

@@ -53,6 +53,9 @@ type invocation struct {
 	g              *globals
 	stdout, stderr io.Writer
 	usageStatus    int // the command's usageStatus (0: exitUsage)
+	// serverUIDs: the uids the daemon may run as (client.Client.ServerUIDs); nil trusts
+	// any server. `sandboxd run` sets it (issue 21).
+	serverUIDs []uint32
 }
 
 // usageErr prints a usage error for the command and returns exit 64.

@@ -15,7 +15,7 @@ import (
 
 // client is the API client the global flags describe.
 func (inv *invocation) client() *client.Client {
-	return &client.Client{SocketPath: inv.g.socket, Timeout: inv.g.timeout}
+	return &client.Client{SocketPath: inv.g.socket, Timeout: inv.g.timeout, ServerUIDs: inv.serverUIDs}
 }
 
 func printJSON(w io.Writer, v any) {

@@ -55,6 +55,7 @@ can send heartbeats: sandboxd run sends none itself.`,
 			fs.StringVar(&det.stdout, "stdout", "", "with --detach: CMD's stdout goes to `FILE` (created or truncated; default /dev/null)")
 			fs.StringVar(&det.stderr, "stderr", "", "with --detach: CMD's stderr goes to `FILE` (created or truncated; default /dev/null)")
 			problemFile := fs.String("problem-file", "", "on exit 125, write the refusal's problem document (JSON) to `FILE`")
+			serverUID := fs.Int("server-uid", -1, "the `UID` the daemon runs as; the socket's server is trusted only as that uid (default: root or this user)")
 			return func(ctx context.Context, inv *invocation) int {
 				launch := api.LaunchRequest{Site: *site, Mounts: mounts}
 				job := api.JobRequest{ID: *id, Site: *site, Lease: *lease} // no pid: the daemon learns it from the kernel (SO_PEERCRED), in its own pid namespace
@@ -98,6 +99,11 @@ can send heartbeats: sandboxd run sends none itself.`,
 						job.Labels = map[string]string{}
 					}
 					job.Labels[k] = v
+				}
+				// The command will run wherever the server says: trust only the daemon (issue 21).
+				inv.serverUIDs = []uint32{0, uint32(os.Geteuid())}
+				if *serverUID >= 0 {
+					inv.serverUIDs = []uint32{uint32(*serverUID)}
 				}
 				if det.on {
 					return runDetached(inv, det, *problemFile)
