@@ -52,7 +52,9 @@ func serverUID(conn net.Conn) (uint32, error) {
 	}
 	var cred *syscall.Ucred
 	var gerr error
-	if err := raw.Control(func(fd uintptr) { cred, gerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED) }); err != nil {
+	if err := raw.Control(func(fd uintptr) {
+		cred, gerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
 		return 0, err
 	}
 	if gerr != nil {
