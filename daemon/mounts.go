@@ -238,6 +238,16 @@ func mountFromRequestAs(req api.MountRegistration, cfg *config.Config, by *mount
 	return mc, reg, err
 }
 
+// pathProblem is the answer to a path that failed checkRegisteredPath: 403 when the
+// registering peer may not search a directory on the way (the walk runs with its rights),
+// else 400.
+func pathProblem(field string, err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return api.NewProblem(api.CodeForbidden, "field %q: %v: the path is resolved with the rights of the registering peer, which cannot search a directory on the way", field, err)
+	}
+	return api.NewProblem(api.CodeBadRequest, "field %q: %v", field, err)
+}
+
 // mountFromRequest applies the [[mount]] defaults and rules to a registration: names as
 // site names, an absolute path other than "/" that neither is nor contains a protected
 // path, links outside the mount, argv commands.
@@ -255,7 +265,7 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 	}
 	p := path.Clean(req.Path)
 	if err := checkRegisteredPath(p, false, cfg); err != nil {
-		return zero, mountwatch.Registration{}, bad("path", "%v", err)
+		return zero, mountwatch.Registration{}, pathProblem("path", err)
 	}
 	// Required defaults to false for a registered mount (docs/api.md §12): a session's
 	// mount is named by that session's launches (mounts, --mount); required would make one
@@ -321,7 +331,7 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 			return zero, mountwatch.Registration{}, bad(fmt.Sprintf("links[%d].path", i), "%q lies inside the mount %q: a link into a mount must live outside it", l.Path, p)
 		}
 		if err := checkRegisteredPath(path.Clean(l.Path), true, cfg); err != nil {
-			return zero, mountwatch.Registration{}, bad(fmt.Sprintf("links[%d].path", i), "%v", err)
+			return zero, mountwatch.Registration{}, pathProblem(fmt.Sprintf("links[%d].path", i), err)
 		}
 		mc.Links = append(mc.Links, mountwatch.LinkConfig{Path: path.Clean(l.Path), Target: path.Clean(l.Target)})
 	}

@@ -46,7 +46,7 @@ func checkRegisteredPath(p string, link bool, cfg *config.Config) error {
 	case errors.As(err, &unsafe):
 		return fmt.Errorf("%q is reached through a symlink: %s %s", p, unsafe.Component, unsafe.Reason)
 	case err != nil:
-		return fmt.Errorf("%q cannot be resolved: %v", p, err)
+		return fmt.Errorf("%q cannot be resolved: %w", p, err)
 	}
 	if k := pw.KernelFS(); k != "" {
 		return fmt.Errorf("%q lies on a %s (%s): it cannot be %s", p, k, pw.Deepest, what)
