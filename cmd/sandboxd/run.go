@@ -101,7 +101,10 @@ can send heartbeats: sandboxd run sends none itself.`,
 					job.Labels[k] = v
 				}
 				// The command will run wherever the server says: trust only the daemon (issue 21).
-				inv.serverUIDs = []uint32{0, uint32(os.Geteuid())}
+				inv.serverUIDs = []uint32{0}
+				if os.Geteuid() != 0 {
+					inv.serverUIDs = append(inv.serverUIDs, uint32(os.Geteuid()))
+				}
 				if *serverUID >= 0 {
 					inv.serverUIDs = []uint32{uint32(*serverUID)}
 				}

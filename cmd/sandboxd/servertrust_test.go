@@ -17,7 +17,7 @@ import (
 
 // TestRunTrustsOnlyTheDaemonsUID (issue 21 item 7): a server at the socket that runs as
 // uid 65534 (here a real sandboxd started by that user, as anyone could start a fake
-// daemon at $SANDBOXD_SOCKET) is not trusted by root's `sandboxd run`: it exits 69 naming
+// daemon at $SANDBOXD_SOCKET) is not trusted by root's `sandboxd run`: it exits 125 naming
 // the uid, and the command never runs. --server-uid 65534 trusts it.
 func TestRunTrustsOnlyTheDaemonsUID(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -56,8 +56,8 @@ func TestRunTrustsOnlyTheDaemonsUID(t *testing.T) {
 	}
 	marker := filepath.Join(dir, "ran")
 	r := sandboxd(t, nil, "run", "--socket", sock, "--", "touch", marker)
-	if r.code != 69 || !strings.Contains(r.stderr, "uid 65534") || !strings.Contains(r.stderr, "not trusted") {
-		t.Errorf("run against a uid %d server: exit %d, stderr %q; want 69 naming the uid", nobody, r.code, r.stderr)
+	if r.code != exitRunFailed || !strings.Contains(r.stderr, "uid 65534") || !strings.Contains(r.stderr, "not trusted") {
+		t.Errorf("run against a uid %d server: exit %d, stderr %q; want %d naming the uid", nobody, r.code, r.stderr, exitRunFailed)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the command ran under an untrusted server")
