@@ -63,12 +63,9 @@ func startChildEnv(argv []string, cred *syscall.Credential, timeout time.Duratio
 	return startChildWith(argv, cred, timeout, false, true, env)
 }
 
-// startChild starts argv (as cred when non-nil) in its own process group, kills the group
-// at timeout and reaps it in a goroutine. With separate, stderr goes to c.errOut.
-func startChild(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig bool, separate ...bool) (*child, error) {
-	return startChildWith(argv, cred, timeout, deathSig, len(separate) > 0 && separate[0], nil)
-}
-
+// startChildWith starts argv (as cred when non-nil) in its own process group, kills the
+// group at timeout and reaps it in a goroutine. With separate, stderr goes to c.errOut;
+// env nil is the daemon's environment.
 func startChildWith(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig, separate bool, env []string) (*child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
