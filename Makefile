@@ -18,7 +18,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # the README's JSON examples.
 DEB_DEPS := prometheus prometheus-node-exporter debhelper lintian gcc fuse3 e2fsprogs util-linux procps systemd dbus curl python3
 
-.PHONY: all build run test test-clients bench lint fuzz deps clean status docs deb
+.PHONY: all build run test test-clients bench lint fuzz deps clean status docs deb image
 
 all: build
 
@@ -85,3 +85,13 @@ sim:
 # A lintian-clean Debian package (packaging/debian/build.sh says how) in bin/.
 deb:
 	bash packaging/debian/build.sh
+
+# The container image, without Docker (no engine needed): a static binary (CGO_ENABLED=0)
+# in an OCI image layout (bin/image) and an image tarball (bin/sandboxd-image.tar), tagged
+# ghcr.io/sandboxd/sandboxd:$(VERSION); pins packaging/kubernetes/kustomization.yaml to that
+# tag. docs/operations.md, "Kubernetes", says how to load and push it.
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+image:
+	CGO_ENABLED=0 GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sandboxd-static ./cmd/sandboxd
+	$(GO) run ./cmd/sandboxd-image -binary bin/sandboxd-static -version $(VERSION) -arch $(IMAGE_ARCH) \
+		-out bin/image -tarball bin/sandboxd-image.tar -kustomization packaging/kubernetes/kustomization.yaml

@@ -28,6 +28,12 @@ type kustomization struct {
 	Kind       string   `json:"kind"`
 	Namespace  string   `json:"namespace"`
 	Resources  []string `json:"resources"`
+	// Images pins the DaemonSets' image to the tag `make image` built (cmd/sandboxd-image
+	// rewrites newTag; its test holds the two in agreement).
+	Images []struct {
+		Name   string `json:"name"`
+		NewTag string `json:"newTag"`
+	} `json:"images"`
 }
 
 func decode(t *testing.T, file string, into any) {
