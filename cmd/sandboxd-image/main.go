@@ -96,7 +96,7 @@ func build(o options) (name.Tag, error) {
 	if err != nil {
 		return name.Tag{}, err
 	}
-	if err := os.RemoveAll(o.out); err != nil {
+	if err := os.RemoveAll(o.out); err != nil { // by path: a build tool's own output dir (-out), as make clean removes bin/
 		return name.Tag{}, err
 	}
 	p, err := layout.Write(o.out, empty.Index)
@@ -228,7 +228,7 @@ func pin(path, version string) error {
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return os.Rename(tmp, path) // by path: a source file in the build's own tree, replaced atomically
 }
 
 // quoteTag quotes the tag for YAML: a tag such as 1.10 or 0e5 would otherwise be a number.
