@@ -42,6 +42,7 @@ type MountRegistration struct {
 	RefreshCommand     []string   `json:"refresh_command,omitempty"`
 	RefreshAt          *float64   `json:"refresh_at,omitempty"`
 	MaxRemountsPerHour *int       `json:"max_remounts_per_hour,omitempty"`
+	RemountTimeout     *Duration  `json:"remount_timeout,omitempty"`
 	Links              []LinkSpec `json:"links,omitempty"`
 	Guard              *bool      `json:"guard,omitempty"`
 	// Job ties the mount to a job (§11): it is released when the job ends.

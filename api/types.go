@@ -107,6 +107,12 @@ type Mount struct {
 	// RegisteredBy is the peer that registered it, whose rights its commands, probes and
 	// links act with (api/mounts.go).
 	RegisteredBy *Registrant `json:"registered_by,omitempty"`
+	// Recovery is what sandboxd does when the mount fails (issue 23): "remount_unit" or
+	// "remount_command" (a hung connection is aborted, then the mount remounted), or
+	// "wait" (no remount is configured: nothing is aborted, the mount is probed until it
+	// answers again, so a backend that comes back heals it by itself). "refresh, then" is
+	// prefixed when a refresh_command is tried first on a denial.
+	Recovery string `json:"recovery"`
 }
 
 // Condition types (CONTRACT §4).

@@ -166,7 +166,7 @@ func mountConfigs(cfg *config.Config) []mountwatch.MountConfig {
 			ProbeInterval: m.ProbeInterval, ProbeTimeout: m.ProbeTimeout, Canary: m.Canary,
 			RemountUnit: m.RemountUnit, RemountCommand: m.RemountCommand, CredentialFile: m.CredentialFile,
 			RefreshCommand: m.RefreshCommand, RefreshAt: m.RefreshAt, MaxRemountsPerHour: int(m.MaxRemountsPerHour),
-			Links: links, Guard: m.Guard})
+			RemountTimeout: m.RemountTimeout, Links: links, Guard: m.Guard})
 	}
 	return out
 }

@@ -273,7 +273,7 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 	mc := mountwatch.MountConfig{Name: req.Name, Path: p, Required: false, ProbeInterval: def.ProbeInterval,
 		ProbeTimeout: def.ProbeTimeout, Canary: def.Canary, RemountUnit: req.RemountUnit, RemountCommand: req.RemountCommand,
 		CredentialFile: req.CredentialFile, RefreshCommand: req.RefreshCommand, RefreshAt: def.RefreshAt,
-		MaxRemountsPerHour: int(def.MaxRemountsPerHour), Guard: def.Guard}
+		MaxRemountsPerHour: int(def.MaxRemountsPerHour), RemountTimeout: def.RemountTimeout, Guard: def.Guard}
 	if req.Required != nil {
 		mc.Required = *req.Required
 	}
@@ -302,6 +302,12 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 			return zero, mountwatch.Registration{}, bad("refresh_at", "%v: want a fraction of the credential's lifetime strictly between 0 and 1, such as 0.8", *req.RefreshAt)
 		}
 		mc.RefreshAt = *req.RefreshAt
+	}
+	if req.RemountTimeout != nil {
+		if req.RemountTimeout.D() <= 0 {
+			return zero, mountwatch.Registration{}, bad("remount_timeout", "%s: want a duration above zero", api.FormatDuration(req.RemountTimeout.D()))
+		}
+		mc.RemountTimeout = req.RemountTimeout.D()
 	}
 	if req.MaxRemountsPerHour != nil {
 		if *req.MaxRemountsPerHour < 0 {
@@ -352,7 +358,12 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 func requestFromRegistered(r mountwatch.Registered) savedMount {
 	c := r.Config
 	pi, pt := api.Duration(c.ProbeInterval), api.Duration(c.ProbeTimeout)
-	req := api.MountRegistration{Name: c.Name, Path: c.Path, Required: &c.Required, ProbeInterval: &pi, ProbeTimeout: &pt,
+	var rt *api.Duration
+	if c.RemountTimeout > 0 {
+		d := api.Duration(c.RemountTimeout)
+		rt = &d
+	}
+	req := api.MountRegistration{Name: c.Name, Path: c.Path, Required: &c.Required, ProbeInterval: &pi, ProbeTimeout: &pt, RemountTimeout: rt,
 		Canary: &c.Canary, RemountUnit: c.RemountUnit, RemountCommand: c.RemountCommand, CredentialFile: c.CredentialFile,
 		RefreshCommand: c.RefreshCommand, RefreshAt: &c.RefreshAt, MaxRemountsPerHour: &c.MaxRemountsPerHour, Guard: &c.Guard,
 		Job: r.Reg.Job, Unmount: &r.Reg.Unmount}

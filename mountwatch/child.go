@@ -20,7 +20,10 @@ import (
 // loop: a goroutine that does nothing but Wait owns it, and expired tells the parent that
 // the timeout passed (the kill was sent) while reaped tells it the process is gone.
 type child struct {
-	start   time.Time
+	start time.Time
+	pid   int
+	timer *time.Timer // kills the group at the timeout
+
 	expired chan struct{} // closed at the timeout, after the kill
 	reaped  chan struct{} // closed when Wait returned
 
@@ -93,6 +96,7 @@ func startChildWith(argv []string, cred *syscall.Credential, timeout time.Durati
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	pid := cmd.Process.Pid
+	c.pid = pid
 	timer := time.AfterFunc(timeout, func() {
 		c.mu.Lock()
 		c.killed = true
@@ -100,6 +104,7 @@ func startChildWith(argv []string, cred *syscall.Credential, timeout time.Durati
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		close(c.expired)
 	})
+	c.timer = timer
 	go func() {
 		err := cmd.Wait()
 		timer.Stop()
@@ -130,6 +135,21 @@ func (c *child) result() (string, time.Duration, error) {
 	return c.out.String(), c.end.Sub(c.start), c.err
 }
 
+// keep disarms the timeout: the child runs on (a remount command that is the mount's
+// server) and is still reaped when it exits. It reports false when the kill was sent.
+func (c *child) keep() bool { return c.timer.Stop() }
+
+// kill sends SIGKILL to the child's process group now.
+func (c *child) kill() {
+	c.mu.Lock()
+	c.killed = true
+	c.mu.Unlock()
+	_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+}
+
+// exited reports whether the child was reaped.
+func (c *child) exited() bool { return closed(c.reaped) }
+
 // isExpired reports whether the timeout passed (the kill was sent).
 func (c *child) isExpired() bool {
 	select {
@@ -138,6 +158,20 @@ func (c *child) isExpired() bool {
 	default:
 		return false
 	}
+}
+
+// callerArgv is how a command runs: for a caller's (a registered mount's) command, in a
+// clean environment and through a wrapper that resets its oom_score_adj; argv as is for
+// the config's.
+func callerArgv(argv []string, cred *syscall.Credential, forCaller bool) (run, env []string) {
+	run = argv
+	if forCaller {
+		env = cleanEnv(cred)
+		// Raising one's own oom_score_adj needs no privilege; the wrapper does it before
+		// the command runs, so nothing it forks inherits the daemon's value.
+		run = append([]string{"/bin/sh", "-c", `echo 0 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"`, "sh"}, argv...)
+	}
+	return run, env
 }
 
 // runCommand runs argv (as cred when non-nil: a registered mount's commands run as the
@@ -152,14 +186,7 @@ func (c *child) isExpired() bool {
 // daemon's whole environment and its -900 (issue 21): the caller's command is the
 // caller's, not a part of the daemon the kernel should spare.
 func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration, forCaller bool) (string, error) {
-	run := argv
-	var env []string
-	if forCaller {
-		env = cleanEnv(cred)
-		// Raising one's own oom_score_adj needs no privilege; the wrapper does it before
-		// the command runs, so nothing it forks inherits the daemon's value.
-		run = append([]string{"/bin/sh", "-c", `echo 0 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"`, "sh"}, argv...)
-	}
+	run, env := callerArgv(argv, cred, forCaller)
 	c, err := startChildEnv(run, cred, timeout, env)
 	if err != nil {
 		return "", fmt.Errorf("%w", redactedErr(err))

@@ -29,8 +29,11 @@ type MountConfig struct {
 	RefreshCommand     []string
 	RefreshAt          float64
 	MaxRemountsPerHour int
-	Links              []LinkConfig
-	Guard              bool
+	// RemountTimeout bounds one remount: the unit restart or the command's start, then the
+	// wait for the new mount's first healthy probe (default: Options.CommandTimeout).
+	RemountTimeout time.Duration
+	Links          []LinkConfig
+	Guard          bool
 }
 
 // UnitRestarter restarts a systemd unit and answers the job result ("done", "failed" ...).

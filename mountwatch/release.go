@@ -36,6 +36,9 @@ func (w *Watcher) Release(ctx context.Context, name string, unmountOpt *bool, wh
 		unmount = *unmountOpt
 	}
 	m.removed = true
+	if m.cancelRemedy != nil {
+		m.cancelRemedy() // a remount in flight stops now; waitIdle then waits only for it to wind up
+	}
 	kept := w.mounts[:0:0]
 	for _, x := range w.mounts {
 		if x != m {

@@ -19,8 +19,14 @@ func (w *Watcher) maybeRemediate(ctx context.Context, m *mount) {
 	w.mu.Lock()
 	start := m.probed && m.state != api.MountHealthy && m.state != api.MountRemounting &&
 		!m.busy && !time.Now().Before(m.nextRemedy)
+	var rctx context.Context
+	var cancel context.CancelFunc
 	if start {
 		m.busy = true
+		// A release cancels the worker (Release): it does not wait for a remount, and a
+		// remount must not start a FUSE server for a session that has ended.
+		rctx, cancel = context.WithCancel(ctx)
+		m.cancelRemedy = cancel
 	}
 	w.mu.Unlock()
 	if !start {
@@ -28,7 +34,13 @@ func (w *Watcher) maybeRemediate(ctx context.Context, m *mount) {
 	}
 	go func() {
 		defer w.release(m)
-		if !w.remediate(ctx, m) {
+		defer func() {
+			w.mu.Lock()
+			m.cancelRemedy = nil
+			w.mu.Unlock()
+			cancel()
+		}()
+		if !w.remediate(rctx, m) {
 			w.mu.Lock()
 			m.nextRemedy = time.Now().Add(w.backoffStep(&m.backoff))
 			w.mu.Unlock()
@@ -58,16 +70,24 @@ func (w *Watcher) remediate(ctx context.Context, m *mount) bool {
 			}
 		}
 	}
-	if state == api.MountHung {
-		// Even with no way to remount, an aborted connection fails callers fast instead of
-		// leaving them in uninterruptible sleep.
-		w.abort(m)
-	}
 	if !canRemount {
+		// Nothing can remount it: an abort would end the FUSE server's session for good
+		// (rclone exits), while a hung backend that comes back heals a mount left alone.
+		// So nothing is aborted; the mount is reported and probed until it answers again.
+		// (A release of a hung mount still aborts: Release, which must free its callers.)
 		if w.once(m, "no-remount") {
-			w.emit(api.EventRemount, m.cfg.Name, fmt.Sprintf("mount %s is %s and neither remount_unit nor remount_command is set: left as is", m.cfg.Name, state), nil)
+			msg := fmt.Sprintf("mount %s is %s and neither remount_unit nor remount_command is set: left as is and probed until it answers again", m.cfg.Name, state)
+			if state == api.MountHung {
+				msg += "; its connection is not aborted, since nothing would remount it"
+			}
+			w.emit(api.EventRemount, m.cfg.Name, msg, map[string]any{"recovery": "wait"})
 		}
 		return false
+	}
+	if state == api.MountHung {
+		// A remount follows: only aborting the connection frees the callers stuck in it
+		// and lets the old mount be detached.
+		w.abort(m)
 	}
 	return w.remount(ctx, m, state)
 }

@@ -105,11 +105,17 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 	if removed { // released meanwhile: a new FUSE daemon now would outlive its session
 		return fmt.Errorf("mount %s was released during the remount", name)
 	}
+	timeout := m.cfg.RemountTimeout
+	if timeout <= 0 {
+		timeout = w.opts.CommandTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	var server *child // the remount command, while it runs
 	if m.cfg.RemountUnit != "" {
 		if w.opts.Restarter == nil {
 			return fmt.Errorf("restart %s: no systemd connection", m.cfg.RemountUnit)
 		}
-		cctx, cancel := context.WithTimeout(ctx, w.opts.CommandTimeout)
+		cctx, cancel := context.WithDeadline(ctx, deadline)
 		res, err := w.opts.Restarter.RestartUnit(cctx, m.cfg.RemountUnit)
 		cancel()
 		if err != nil {
@@ -120,17 +126,16 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 		}
 		w.emit(api.EventRemount, name, "restarted unit "+m.cfg.RemountUnit, map[string]any{"unit": m.cfg.RemountUnit})
 	} else {
-		if _, err := runCommand(m.cfg.RemountCommand, m.by().cred(), w.opts.CommandTimeout, m.reg != nil); err != nil {
+		run, env := callerArgv(m.cfg.RemountCommand, m.by().cred(), m.reg != nil)
+		c, err := startChildEnv(run, m.by().cred(), timeout, env)
+		if err != nil {
 			return fmt.Errorf("remount_command: %w", err)
 		}
-		w.emit(api.EventCommand, name, "ran remount_command", map[string]any{"command": redactArgv(m.cfg.RemountCommand)})
+		server = c
 	}
-	if err := w.waitEntry(ctx, m, oldID); err != nil {
+	o, err := w.untilHealthy(ctx, m, oldID, server, deadline, timeout)
+	if err != nil {
 		return err
-	}
-	o := w.probeNow(m, true)
-	if !o.ok {
-		return fmt.Errorf("canary after remount: %s %s on %s", o.state, o.errno, o.op)
 	}
 	if m.cfg.CredentialFile != "" {
 		w.reloadCredential(m) // a restart usually comes with fresh credentials
@@ -170,23 +175,57 @@ func (w *Watcher) detach(path string, by *Registrant) error {
 	return nil
 }
 
-// waitEntry polls mountinfo until a FUSE mount other than oldID (-1: any) sits on the path.
-func (w *Watcher) waitEntry(ctx context.Context, m *mount, oldID int) error {
-	deadline := time.Now().Add(w.opts.CommandTimeout)
+// untilHealthy waits, until deadline, for the first healthy probe of a new FUSE mount on
+// the path (not oldID; -1: any) and returns it. It does not wait for the remount command
+// (server) to exit: `rclone mount` without --daemon keeps running as the mount's server,
+// and one with --daemon may linger. A command that exits with an error before the mount
+// answers fails the remount at once; one that exits cleanly (it daemonized) leaves the
+// wait to the mount; one still running when the mount answers is kept running (its
+// timeout disarmed) and reaped when it exits. A deadline or ctx (a release) that ends the
+// wait kills the command's process group. Launches resume with the first healthy probe:
+// the caller applies it at once.
+func (w *Watcher) untilHealthy(ctx context.Context, m *mount, oldID int, server *child, deadline time.Time, timeout time.Duration) (outcome, error) {
+	name := m.cfg.Name
+	stop := func() {
+		if server != nil && !server.exited() {
+			server.kill()
+		}
+	}
+	last := "no new FUSE mount appeared on " + m.cfg.Path
 	for {
+		if server != nil && server.exited() && !server.isExpired() {
+			out, _, err := server.result()
+			if err != nil {
+				_ = out // its output may carry secrets: only the first line of stderr, redacted
+				return outcome{}, fmt.Errorf("remount_command %s exited before the mount answered: %w: %s",
+					strings.Join(redactArgv(m.cfg.RemountCommand), " "), err, redact(firstLine(server.errOut.String())))
+			}
+			w.emit(api.EventCommand, name, "ran remount_command", map[string]any{"command": redactArgv(m.cfg.RemountCommand)})
+			server = nil // it daemonized: the mount is what is waited for now
+		}
 		entries, _ := readMountinfo(w.opts.ProcRoot)
 		if e, ok := topmostAt(entries, m.cfg.Path); ok && isFUSE(e.FSType) && e.MountID != oldID {
 			w.mu.Lock()
 			m.entry, m.present, m.conn, m.hasConn = e, true, e.Minor, true
 			w.mu.Unlock()
-			return nil
+			o := w.probeNow(m, true)
+			if o.ok {
+				if server != nil && !server.exited() && server.keep() {
+					w.emit(api.EventCommand, name, fmt.Sprintf("remount_command is still running (pid %d): kept as the mount's server", server.pid),
+						map[string]any{"command": redactArgv(m.cfg.RemountCommand), "pid": server.pid})
+				}
+				return o, nil
+			}
+			last = fmt.Sprintf("canary after remount: %s %s on %s", o.state, o.errno, o.op)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no new FUSE mount on %s within %s", m.cfg.Path, api.FormatDuration(w.opts.CommandTimeout))
+			stop()
+			return outcome{}, fmt.Errorf("%s within remount_timeout %s", last, api.FormatDuration(timeout))
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			stop()
+			return outcome{}, fmt.Errorf("remount of %s stopped: %w", name, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -54,7 +54,23 @@ func (m *mount) view() api.Mount {
 	if len(m.links) > 0 {
 		v.Links = append([]api.Link(nil), m.links...)
 	}
+	v.Recovery = m.recovery()
 	return v
+}
+
+// recovery names what remediation does for this mount (api.Mount.Recovery).
+func (m *mount) recovery() string {
+	r := "wait"
+	switch {
+	case m.cfg.RemountUnit != "":
+		r = "remount_unit"
+	case len(m.cfg.RemountCommand) > 0:
+		r = "remount_command"
+	}
+	if len(m.cfg.RefreshCommand) > 0 {
+		r = "refresh, then " + r
+	}
+	return r
 }
 
 // detail is the fingerprint line of an unhealthy mount; caller holds w.mu.

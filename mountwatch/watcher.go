@@ -75,7 +75,10 @@ type probeState struct {
 // remedyState is the remediation of an unhealthy mount: refresh, abort, remount, with
 // their backoff and the remount budget.
 type remedyState struct {
-	busy         bool // a refresh, remediation or link-repair worker runs (one at a time)
+	busy bool // a refresh, remediation or link-repair worker runs (one at a time)
+	// cancelRemedy cancels the remediation worker's context while one runs (nil
+	// otherwise): a release stops a remount in flight instead of waiting for it.
+	cancelRemedy context.CancelFunc
 	remounting   bool
 	refreshTried bool // refresh already tried in this unhealthy episode
 	nextRemedy   time.Time

@@ -82,6 +82,11 @@ credential_process shape). Exit 65 for a name or path in use, 78 for a job that 
 			remount := fs.String("remount-command", "", "shell `COMMAND` that remounts it")
 			unit := fs.String("remount-unit", "", "systemd `UNIT` to restart to remount it")
 			interval := fs.Duration("probe-interval", 0, "time between probes (default 5s)")
+			probeTimeout := fs.Duration("probe-timeout", 0, "a probe slower than this `DURATION` counts as hung (default 5s)")
+			refreshAt := fs.Float64("refresh-at", 0, "refresh the credential at this `FRACTION` of its lifetime, between 0 and 1 (default 0.8)")
+			maxRemounts := fs.Int("max-remounts-per-hour", 0, "remounts beyond this `N` wait for the next hour; 0 = never remount (default 6)")
+			remountTimeout := fs.Duration("remount-timeout", 0, "a remount's bound: the unit restart or command start, then the wait for the first healthy probe (default 1m)")
+			canary := fs.Bool("canary", false, "probe with a canary file: create, write, fsync, unlink (the default)")
 			noCanary := fs.Bool("no-canary", false, "probe with lookup and readdir only, no canary file")
 			guard := fs.Bool("guard", false, "keep the bare mountpoint immutable while nothing is mounted")
 			keep := fs.Bool("keep-mounted", false, "a release leaves it mounted (default for a mount without --job: true)")
@@ -98,6 +103,9 @@ credential_process shape). Exit 65 for a name or path in use, 78 for a job that 
 				if *required && *optional {
 					return inv.usageErr("give --required or --optional, not both")
 				}
+				if *canary && *noCanary {
+					return inv.usageErr("give --canary or --no-canary, not both")
+				}
 				fs.Visit(func(f *flag.Flag) {
 					switch f.Name {
 					case "required":
@@ -107,6 +115,16 @@ credential_process shape). Exit 65 for a name or path in use, 78 for a job that 
 						req.Required = &r
 					case "probe-interval":
 						req.ProbeInterval = ptrDuration(*interval)
+					case "probe-timeout":
+						req.ProbeTimeout = ptrDuration(*probeTimeout)
+					case "remount-timeout":
+						req.RemountTimeout = ptrDuration(*remountTimeout)
+					case "refresh-at":
+						req.RefreshAt = refreshAt
+					case "max-remounts-per-hour":
+						req.MaxRemountsPerHour = maxRemounts
+					case "canary":
+						req.Canary = canary
 					case "no-canary":
 						c := !*noCanary
 						req.Canary = &c
@@ -259,7 +277,11 @@ func printMountLines(w io.Writer, ms []api.Mount, now time.Time) {
 				cred = ", credential EXPIRED " + ago(*m.CredentialExpiresAt, now)
 			}
 		}
-		fmt.Fprintf(w, "  %-12s %s %s%s since %s (%s), %s remounts%s\n", m.Name, m.Path, strings.ToUpper(m.State), errno,
-			ago(m.Since, now), origin, count(m.RemountsTotal), cred)
+		recovery := ""
+		if m.Recovery != "" {
+			recovery = ", recovery: " + m.Recovery
+		}
+		fmt.Fprintf(w, "  %-12s %s %s%s since %s (%s), %s remounts%s%s\n", m.Name, m.Path, strings.ToUpper(m.State), errno,
+			ago(m.Since, now), origin, count(m.RemountsTotal), cred, recovery)
 	}
 }

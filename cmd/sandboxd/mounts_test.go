@@ -90,3 +90,37 @@ func TestMountsCommands(t *testing.T) {
 		t.Errorf("add with a relative path: %d %s, want 64", r.code, r.stderr)
 	}
 }
+
+// `mounts add` takes the API's knobs (issue 23 item 5): each reaches the daemon, which
+// checks it and names the field of a bad value; a good set registers, and status names
+// the mount's recovery.
+func TestMountsAddTakesTheAPIKnobs(t *testing.T) {
+	testenv.RequireRoot(t)
+	sock, _ := cliDaemon(t)
+	dir := filepath.Join(t.TempDir(), "knobs")
+	os.Mkdir(dir, 0o755)
+	for _, c := range []struct {
+		args  []string
+		field string
+	}{
+		{[]string{"--probe-timeout", "0s"}, "probe_timeout"},
+		{[]string{"--refresh-at", "1.5"}, "refresh_at"},
+		{[]string{"--max-remounts-per-hour", "-1"}, "max_remounts_per_hour"},
+		{[]string{"--remount-timeout", "0s"}, "remount_timeout"},
+		{[]string{"--canary", "--no-canary"}, "--canary or --no-canary"},
+	} {
+		r := sandboxd(t, nil, append([]string{"mounts", "add", "knobs", dir, "--socket", sock}, c.args...)...)
+		if r.code != 64 || !strings.Contains(r.stderr, c.field) {
+			t.Errorf("mounts add %v: %d %s, want 64 naming %s", c.args, r.code, r.stderr, c.field)
+		}
+	}
+	r := sandboxd(t, nil, "mounts", "add", "knobs", dir, "--socket", sock, "--probe-timeout", "3s", "--refresh-at", "0.5",
+		"--max-remounts-per-hour", "2", "--remount-timeout", "90s", "--canary", "--remount-command", "true")
+	if r.code != 0 {
+		t.Fatalf("mounts add with every knob: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := sandboxd(t, nil, "mounts", "--socket", sock); !strings.Contains(r.stdout, "recovery: remount_command") {
+		t.Errorf("mounts list does not name the recovery:\n%s", r.stdout)
+	}
+	sandboxd(t, nil, "mounts", "rm", "knobs", "--socket", sock)
+}

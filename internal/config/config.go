@@ -173,8 +173,11 @@ type Mount struct {
 	RefreshCommand     []string      `toml:"refresh_command"`
 	RefreshAt          float64       `toml:"refresh_at"` // fraction of the credential's lifetime, in (0,1)
 	MaxRemountsPerHour int64         `toml:"max_remounts_per_hour"`
-	Links              []Link        `toml:"links"`
-	Guard              bool          `toml:"guard"`
+	// RemountTimeout bounds a remount: the unit's restart or the command's start, then
+	// the wait for the first healthy probe of the new mount (issue 23).
+	RemountTimeout time.Duration `toml:"remount_timeout"`
+	Links          []Link        `toml:"links"`
+	Guard          bool          `toml:"guard"`
 	// PushUIDs may push this mount's credentials (PUT /v1/mounts/{name}/credentials)
 	// besides root and the daemon's uid (issue 21).
 	PushUIDs []uint32 `toml:"push_uids"`

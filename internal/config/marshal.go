@@ -119,6 +119,7 @@ func Marshal(c *Config) ([]byte, error) {
 		w.kv("refresh_command", w.strs(m.RefreshCommand))
 		w.kv("refresh_at", fmtFloat(m.RefreshAt))
 		w.kv("max_remounts_per_hour", strconv.FormatInt(m.MaxRemountsPerHour, 10))
+		w.kv("remount_timeout", fmtDuration(m.RemountTimeout))
 		links := make([]string, len(m.Links))
 		for i, l := range m.Links {
 			links[i] = fmt.Sprintf("{path = %s, target = %s}", w.str(l.Path), w.str(l.Target))

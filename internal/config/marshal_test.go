@@ -49,7 +49,7 @@ func TestRoundTrip(t *testing.T) {
 	c.Sites[0].MaxBytes = api.Size(1<<40 + 1)
 	c.Reclaim.Caches = []Cache{{Name: "c", Path: "/srv/c", Command: []string{"sh", "-c", "echo \"a\\b\"\n\x01 é ✓"}, Order: -3, Ladder: LadderGC}}
 	c.Mounts = []Mount{{Name: "m", Path: "/mnt/m", ProbeInterval: 100 * time.Millisecond, ProbeTimeout: time.Hour,
-		RefreshAt: 1e-7, Links: []Link{{Path: "/srv/x", Target: "/mnt/m/y"}}}}
+		RemountTimeout: 90 * time.Second, RefreshAt: 1e-7, Links: []Link{{Path: "/srv/x", Target: "/mnt/m/y"}}}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

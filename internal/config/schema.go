@@ -137,6 +137,7 @@ func mountFields(m *Mount) []field {
 		{"refresh_command", strList(&m.RefreshCommand)},
 		{"refresh_at", float(&m.RefreshAt)},
 		{"max_remounts_per_hour", integer(&m.MaxRemountsPerHour)},
+		{"remount_timeout", duration(&m.RemountTimeout)},
 		{"links", entries(&m.Links, func() Link { return Link{} }, linkFields, "path", "target")},
 		{"guard", boolean(&m.Guard)},
 		{"push_uids", uidList(&m.PushUIDs)},
@@ -185,6 +186,7 @@ func DefaultMount() Mount {
 		Canary:             true,
 		RefreshAt:          0.8,
 		MaxRemountsPerHour: 6,
+		RemountTimeout:     time.Minute,
 	}
 }
 

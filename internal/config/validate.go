@@ -262,6 +262,7 @@ func validateMounts(mounts []Mount, ps *problems) {
 		if m.MaxRemountsPerHour < 0 {
 			ps.addf(k+".max_remounts_per_hour", "%d must not be negative (0: never remount)", m.MaxRemountsPerHour)
 		}
+		aboveZero(ps, k+".remount_timeout", m.RemountTimeout)
 		for j, l := range m.Links {
 			lk := fmt.Sprintf("%s.links[%d]", k, j)
 			if absPath(ps, lk+".path", l.Path, false) && mp != "" && within(path.Clean(l.Path), mp) {

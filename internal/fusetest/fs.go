@@ -34,11 +34,16 @@ func (g *gate) expired() bool {
 	return time.Now().UnixNano() >= g.expires.Load()
 }
 
-// check blocks forever when hung and denies like geesefs once the credential expired.
-func (g *gate) check() syscall.Errno {
-	if g.hang.Load() {
-		select {}
+// wait blocks while the server is hung (until SIGUSR2 or an abort).
+func (g *gate) wait() {
+	for g.hang.Load() {
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// check blocks while hung and denies like geesefs once the credential expired.
+func (g *gate) check() syscall.Errno {
+	g.wait()
 	if g.expired() {
 		return syscall.EACCES
 	}
@@ -93,15 +98,13 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 // Getattr answers even when the credential expired (geesefs serves the root's attributes
 // from memory); it only hangs.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if n.g.hang.Load() {
-		select {}
-	}
+	n.g.wait()
 	return n.LoopbackNode.Getattr(ctx, f, out)
 }
 
 // serve is the server role: mount the filesystem on --dir, print "ready" (or "error: ...")
 // and serve until SIGTERM (unmount) or SIGKILL (dead mount). SIGUSR1 makes every request
-// hang from then on.
+// hang from then on, SIGUSR2 answer again.
 func serve(args []string) int {
 	fl := flag.NewFlagSet(roleServe, flag.ContinueOnError)
 	dir := fl.String("dir", "", "mountpoint")
@@ -127,11 +130,15 @@ func serve(args []string) int {
 		return 1
 	}
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM)
 	go func() {
 		for s := range sig {
-			if s == syscall.SIGUSR1 {
+			switch s {
+			case syscall.SIGUSR1:
 				g.hang.Store(true)
+				continue
+			case syscall.SIGUSR2:
+				g.hang.Store(false)
 				continue
 			}
 			server.Unmount()

@@ -52,6 +52,7 @@ func start(args []string) int {
 	pidlog := fl.String("pidlog", "", "file every started pid is appended to, for cleanup")
 	renew := fl.Duration("renew", 0, "rewrite --cred to expire this far ahead first")
 	kill := fl.Bool("kill", false, "kill the server named in --pidfile first")
+	foreground := fl.Bool("foreground", false, "after ready, stay until the server exits (as `rclone mount` without --daemon)")
 	cred := fl.String("cred", "", "credential file")
 	fl.String("dir", "", "mountpoint")
 	fl.String("backing", "", "backing directory")
@@ -114,6 +115,11 @@ func start(args []string) int {
 		}
 	}
 	fmt.Println("started", pid)
+	if *foreground {
+		if err := cmd.Wait(); err != nil {
+			return 1
+		}
+	}
 	return 0
 }
 

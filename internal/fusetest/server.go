@@ -115,6 +115,13 @@ func (s *Server) RemountCommand(renew time.Duration) []string {
 	return argv
 }
 
+// ForegroundCommand is a remount_command that restarts the server (as RemountCommand) and
+// then keeps running until the server exits, as `rclone mount` without --daemon does: a
+// caller that waits for it to exit waits forever.
+func (s *Server) ForegroundCommand() []string {
+	return append(s.RemountCommand(0), "--foreground")
+}
+
 // Run starts a server on Dir and waits until it is mounted.
 func (s *Server) Run() error {
 	return s.run(s.StartCommand())
@@ -149,6 +156,14 @@ func (s *Server) Kill() {
 func (s *Server) Hang() {
 	if pid := s.Pid(); pid > 0 {
 		syscall.Kill(pid, syscall.SIGUSR1)
+	}
+}
+
+// Unhang makes a hung server answer again (the backend came back): requests blocked in it
+// go on, and new ones are answered.
+func (s *Server) Unhang() {
+	if pid := s.Pid(); pid > 0 {
+		syscall.Kill(pid, syscall.SIGUSR2)
 	}
 }
 
