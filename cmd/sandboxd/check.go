@@ -20,7 +20,7 @@ const (
 
 // runCheck prints one Nagios line with perfdata and exits 0/1/2/3. An unreachable daemon
 // is UNKNOWN (3) — the plugin convention wins over the client's 69 here — and the line
-// still carries the client's own measurement of /.
+// still carries the client's own measurement of the config's watched filesystems.
 func checkCommand() *command {
 	return &command{name: "check", summary: "health for monitoring (Nagios plugin convention: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)",
 		globals: gClient, run: runCheck}
@@ -40,10 +40,14 @@ func runCheck(ctx context.Context, inv *invocation) int {
 		case errors.As(err, &te):
 			reason = te.Error()
 		}
-		disk := ownMeasurement("/")
-		line := fmt.Sprintf("SANDBOXD UNKNOWN - %s; %s", reason, diskLine(disk))
+		disks := measureAll(inv.disks()) // the config's watched filesystems, not the client's /tmp
+		var lines []string
+		for _, d := range disks {
+			lines = append(lines, diskLine(d))
+		}
+		line := fmt.Sprintf("SANDBOXD UNKNOWN - %s; %s", reason, strings.Join(lines, "; "))
 		if inv.g.json {
-			printJSON(inv.stdout, map[string]any{"status": nagiosUnknown, "state": "UNKNOWN", "line": line, "error": reason, "disk": disk})
+			printJSON(inv.stdout, withDisks(map[string]any{"status": nagiosUnknown, "state": "UNKNOWN", "line": line, "error": reason}, disks))
 		} else {
 			fmt.Fprintln(inv.stdout, line)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/config"
 	"github.com/sandboxd/sandboxd/internal/suggest"
 )
 
@@ -76,9 +77,10 @@ const (
 	gJSON
 	gTimeout
 	gConfig
-	// gClient is what every command that talks to the daemon takes (CONTRACT §9).
-	gClient = gSocket | gJSON | gTimeout
-	gAll    = gClient | gConfig
+	// gClient is what every command that talks to the daemon takes (CONTRACT §9); its
+	// --config names the file whose disks a failure to reach the daemon measures.
+	gClient = gSocket | gJSON | gTimeout | gConfig
+	gAll    = gClient
 )
 
 // globals holds the global flags; set records which were given.
@@ -99,7 +101,7 @@ var globalFlags = []struct {
 	{gSocket, "socket", "PATH", "the daemon's socket (default $" + api.SocketEnv + ", then " + api.DefaultSocketPath + ")"},
 	{gJSON, "json", "", "print the answer (or the problem document) as JSON"},
 	{gTimeout, "timeout", "DURATION", "give up after this long, e.g. 5s (default: the call's deadline + 1s)"},
-	{gConfig, "config", "FILE", "the config file"},
+	{gConfig, "config", "FILE", "the config file (a client command reads it, or $SANDBOXD_CONFIG, then " + config.DefaultPath + ", to measure the disks a call is about when the daemon gives no answer)"},
 }
 
 // trackedValue wraps a flag.Value so that setting it records the global as given.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
-	"github.com/sandboxd/sandboxd/internal/config"
 	"github.com/sandboxd/sandboxd/pressure"
 )
 
@@ -24,10 +23,11 @@ func printJSON(w io.Writer, v any) {
 }
 
 // failure prints a client error and returns its exit status: the problem's code status
-// for a refusal; 69 ("no verdict") with the client's own measurement of the disk when the
-// daemon cannot be reached or gave no answer within --timeout, so a launcher's failure
-// always says how full the disk is.
-func failure(err error, inv *invocation, path string) int {
+// for a refusal; 69 ("no verdict") with the client's own measurement of the disks the call
+// is about (paths: a site's, or the config's watched filesystems; none for a command not
+// about a disk) when the daemon cannot be reached or gave no answer within --timeout, so a
+// launcher's failure always says how full its disk is.
+func failure(err error, inv *invocation, paths []string) int {
 	stdout, stderr := inv.stdout, inv.stderr
 	var pe *client.ProblemError
 	if errors.As(err, &pe) {
@@ -41,22 +41,22 @@ func failure(err error, inv *invocation, path string) int {
 	var te *client.TimeoutError
 	switch {
 	case errors.As(err, &ue):
-		disk := ownMeasurement(path)
+		disks := measureAll(paths)
 		if inv.g.json {
-			printJSON(stdout, map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason, "disk": disk})
+			printJSON(stdout, withDisks(map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason}, disks))
 		}
 		fmt.Fprintf(stderr, "%s: %v; no verdict\n", inv.name, ue)
-		fmt.Fprintf(stderr, "%s: measured by the client: %s\n", inv.name, diskLine(disk))
+		printDisks(stderr, inv.name, disks)
 		return exitUnreachable
 	case errors.As(err, &te):
-		disk := ownMeasurement(path)
+		disks := measureAll(paths)
 		limit := "--timeout " + api.FormatDuration(te.Limit)
 		if inv.g.set&gTimeout == 0 {
 			limit = "the default timeout of " + api.FormatDuration(te.Limit) + " (the call's deadline + 1s; raise it with --timeout)"
 		}
 		if inv.g.json {
-			printJSON(stdout, map[string]any{"error": "timeout", "socket": te.Socket, "timeout_seconds": te.Limit.Seconds(),
-				"connected": te.Connected, "reason": te.Error(), "disk": disk})
+			printJSON(stdout, withDisks(map[string]any{"error": "timeout", "socket": te.Socket, "timeout_seconds": te.Limit.Seconds(),
+				"connected": te.Connected, "reason": te.Error()}, disks))
 		}
 		if te.Connected {
 			fmt.Fprintf(stderr, "%s: no answer from sandboxd at %s within %s; the daemon took the connection and may still complete the call; no verdict\n",
@@ -65,7 +65,7 @@ func failure(err error, inv *invocation, path string) int {
 			fmt.Fprintf(stderr, "%s: no connection to sandboxd at %s within %s: the daemon is not accepting connections, or the limit is shorter than a connect; no verdict\n",
 				inv.name, te.Socket, limit)
 		}
-		fmt.Fprintf(stderr, "%s: measured by the client: %s\n", inv.name, diskLine(disk))
+		printDisks(stderr, inv.name, disks)
 		return exitUnreachable
 	}
 	if inv.g.json {
@@ -73,6 +73,44 @@ func failure(err error, inv *invocation, path string) int {
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", inv.name, err)
 	return exitSoftware
+}
+
+// measureAll is the client's own measurement of each path's filesystem, once per
+// filesystem (two paths on one disk are one report).
+func measureAll(paths []string) []any {
+	var out []any
+	seen := map[string]bool{}
+	for _, p := range paths {
+		d := ownMeasurement(p)
+		if fs, ok := d.(api.Filesystem); ok {
+			key := fs.Devno
+			if key == "" {
+				key = fs.Mountpoint
+			}
+			if key != "" && seen[key] {
+				continue
+			}
+			seen[key] = true
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// withDisks adds the measurements to a JSON answer: "disk" (the first, as before) and
+// "disks" (all); nothing for a command not about a disk.
+func withDisks(m map[string]any, disks []any) map[string]any {
+	if len(disks) > 0 {
+		m["disk"], m["disks"] = disks[0], disks
+	}
+	return m
+}
+
+// printDisks prints one "measured by the client" line per disk.
+func printDisks(w io.Writer, name string, disks []any) {
+	for _, d := range disks {
+		fmt.Fprintf(w, "%s: measured by the client: %s\n", name, diskLine(d))
+	}
 }
 
 func ownMeasurement(path string) any {
@@ -96,24 +134,6 @@ func diskLine(v any) string {
 		return string(b)
 	}
 	return fs.Fingerprint()
-}
-
-// sitePath finds a site's path in the local config (the packaged file if readable, else
-// the embedded default), so an unreachable daemon's error can still measure the right disk.
-func sitePath(site string) string {
-	cfg, err := config.LoadOrDefault(config.DefaultPath)
-	if err != nil {
-		cfg, err = config.LoadOrDefault("")
-		if err != nil {
-			return "/"
-		}
-	}
-	for _, s := range cfg.Sites {
-		if s.Name == site || (site == "" && len(cfg.Sites) == 1) {
-			return s.Path
-		}
-	}
-	return "/"
 }
 
 // multiFlag collects a repeated flag.

@@ -32,7 +32,7 @@ func configCommand() *command {
 func runConfigShow(ctx context.Context, inv *invocation) int {
 	text, err := inv.client().Config(ctx)
 	if err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, inv.disks())
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, map[string]string{"toml": text})
@@ -95,7 +95,7 @@ func nonNil[T any](s []T) []T {
 func runConfigReload(ctx context.Context, inv *invocation) int {
 	var res api.ConfigReload
 	if err := inv.client().Do(ctx, "POST", "/v1/config/reload", struct{}{}, &res, 0); err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, inv.disks())
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, res)

@@ -55,7 +55,7 @@ func runEvents(ctx context.Context, inv *invocation, since uint64, follow bool) 
 			return exitOK // interrupted, or --timeout reached
 		}
 		if err != nil {
-			return failure(err, inv, "/")
+			return failure(err, inv, inv.disks())
 		}
 		if page.Dropped && next > 0 {
 			fmt.Fprintf(inv.stderr, "%s: some events after %d were dropped from the 1,000-event trail\n", inv.name, next)
@@ -64,7 +64,7 @@ func runEvents(ctx context.Context, inv *invocation, since uint64, follow bool) 
 			if inv.g.json {
 				b, err := json.Marshal(e)
 				if err != nil {
-					return failure(fmt.Errorf("encode event %d: %w", e.Seq, err), inv, "/")
+					return failure(fmt.Errorf("encode event %d: %w", e.Seq, err), inv, inv.disks())
 				}
 				fmt.Fprintf(inv.stdout, "%s\n", b)
 				continue

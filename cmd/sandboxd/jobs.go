@@ -41,7 +41,7 @@ func jobsCommand() *command {
 						}
 						j, err := inv.client().EndJob(ctx, inv.args[0], !*noWait, 10*time.Minute)
 						if err != nil {
-							return failure(err, inv, "/")
+							return failure(err, inv, noDisk)
 						}
 						return printJob(inv, j)
 					}
@@ -67,7 +67,7 @@ func jobsCommand() *command {
 						}
 						j, err := inv.client().Heartbeat(ctx, inv.args[0], *extend)
 						if err != nil {
-							return failure(err, inv, "/")
+							return failure(err, inv, noDisk)
 						}
 						return printHeartbeat(inv, j)
 					}
@@ -91,7 +91,7 @@ is a cleanup step, not a check.`,
 func runJobsList(ctx context.Context, inv *invocation) int {
 	p, err := inv.client().Jobs(ctx)
 	if err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, noDisk)
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, p)
@@ -244,7 +244,7 @@ func printHeartbeat(inv *invocation, j *api.Job) int {
 func runJobsLeaks(ctx context.Context, inv *invocation, clean bool) int {
 	rep, err := inv.client().Leaks(ctx, clean)
 	if err != nil {
-		code := failure(err, inv, "/")
+		code := failure(err, inv, noDisk)
 		if _, ok := err.(*client.ProblemError); ok && code != exitUnreachable {
 			// Any refusal means the check did not run: never 0, never "no leaks".
 			fmt.Fprintf(inv.stderr, "%s: the leak check could not run\n", inv.name)

@@ -49,7 +49,7 @@ mount_unavailable or filesystem_unavailable, ...) with its detail on stderr; 69 
 func runLaunch(ctx context.Context, inv *invocation, req api.LaunchRequest) int {
 	resp, err := inv.client().Launch(ctx, req)
 	if err != nil {
-		return failure(err, inv, sitePath(req.Site))
+		return failure(err, inv, inv.siteDisk(req.Site))
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, resp)

@@ -272,3 +272,41 @@ reserve = "0"
 		t.Error("socket file left after a clean stop")
 	}
 }
+
+// Exit 69 reports the disk the call is about (issue 23 item 4): with the daemon down, a
+// launch measures its site's filesystem from the config (--config or $SANDBOXD_CONFIG),
+// status and check the config's watched filesystems, never the client's own /tmp; and
+// `jobs leaks`, which is not about a disk, prints none.
+func TestUnreachableDaemonMeasuresTheCallsDisk(t *testing.T) {
+	testenv.RequireRoot(t)
+	mnt := testenv.Tmpfs(t, 8<<20, 0)
+	site := filepath.Join(mnt, "site")
+	os.Mkdir(site, 0o755)
+	cfg := filepath.Join(t.TempDir(), "sandboxd.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\n", site, mnt)), 0o644)
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	want := "(on " + mnt + ", tmpfs)"
+	for _, c := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"launch", "--config", cfg}},
+		{[]string{"SANDBOXD_CONFIG=" + cfg}, []string{"launch", "--site", "s"}},
+		{[]string{"SANDBOXD_CONFIG=" + cfg}, []string{"run", "--", "true"}},
+		{nil, []string{"status", "--config", cfg}},
+		{nil, []string{"resume", "--config", cfg}},
+	} {
+		r := sandboxd(t, append([]string{"SANDBOXD_SOCKET=" + sock}, c.env...), c.args...)
+		if !strings.Contains(r.stderr, "measured by the client: ") || !strings.Contains(r.stderr, mnt) || strings.Contains(r.stderr, "/tmp (on /") {
+			t.Errorf("%v %v: exit %d, stderr %q, want the disk %s", c.env, c.args, r.code, r.stderr, want)
+		}
+	}
+	r := sandboxd(t, []string{"SANDBOXD_SOCKET=" + sock, "SANDBOXD_CONFIG=" + cfg}, "check")
+	if r.code != 3 || !strings.Contains(r.stdout, mnt+" has ") {
+		t.Errorf("check: exit %d %q, want UNKNOWN with %s's state", r.code, r.stdout, mnt)
+	}
+	r = sandboxd(t, []string{"SANDBOXD_SOCKET=" + sock, "SANDBOXD_CONFIG=" + cfg}, "jobs", "leaks")
+	if r.code != 69 || strings.Contains(r.stderr, "measured by the client") {
+		t.Errorf("jobs leaks: exit %d, stderr %q: want 69 and no disk report", r.code, r.stderr)
+	}
+}

@@ -57,7 +57,7 @@ resort), any other is left mounted.`,
 						}
 						m, err := inv.client().PushCredentials(ctx, inv.args[0], *t)
 						if err != nil {
-							return failure(err, inv, "/")
+							return failure(err, inv, inv.disks())
 						}
 						return printMount(inv, m)
 					}
@@ -144,7 +144,7 @@ credential_process shape). Exit 65 for a name or path in use, 78 for a job that 
 				}
 				m, err := inv.client().RegisterMount(ctx, req)
 				if err != nil {
-					return failure(err, inv, req.Path)
+					return failure(err, inv, []string{req.Path})
 				}
 				return printMount(inv, m)
 			}
@@ -184,7 +184,7 @@ func expiry(inv *invocation, at string, in time.Duration) (*time.Time, int, bool
 func runMountsList(ctx context.Context, inv *invocation) int {
 	l, err := inv.client().Mounts(ctx)
 	if err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, inv.disks())
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, l)
@@ -198,7 +198,7 @@ func runMountsList(ctx context.Context, inv *invocation) int {
 func runMountsRm(ctx context.Context, inv *invocation, name string, unmount *bool) int {
 	r, err := inv.client().ReleaseMount(ctx, name, unmount)
 	if err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, inv.disks())
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, r)

@@ -30,7 +30,7 @@ reclaim.headroom plus the reserve. Exit 0, or 1 if the release failed.`,
 					}
 					run, err := inv.client().Reclaim(ctx, api.ReclaimRequest{ReleaseReserve: true, Reason: *reason})
 					if err != nil {
-						return failure(err, inv, "/")
+						return failure(err, inv, inv.disks())
 					}
 					if inv.g.json {
 						printJSON(inv.stdout, run)

@@ -26,7 +26,7 @@ func resumeCommand() *command {
 				d := api.Duration(*deadline)
 				run, err := inv.client().Resume(ctx, api.ResumeRequest{Deadline: &d})
 				if err != nil {
-					return failure(err, inv, "/")
+					return failure(err, inv, inv.disks())
 				}
 				printRun(inv.stdout, run, inv.g.json)
 				if run.Verdict == api.VerdictReplace {
@@ -60,7 +60,7 @@ func reclaimCommand() *command {
 				}
 				run, err := inv.client().Reclaim(ctx, req)
 				if err != nil {
-					return failure(err, inv, "/")
+					return failure(err, inv, inv.disks())
 				}
 				printRun(inv.stdout, run, inv.g.json)
 				for _, a := range run.Actions {

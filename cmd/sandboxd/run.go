@@ -131,14 +131,14 @@ func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req 
 	c := inv.client()
 	resp, err := c.Launch(ctx, launch)
 	if err != nil {
-		return runFailed(err, inv, sitePath(launch.Site), problemFile)
+		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile)
 	}
 	if resp.Advice != nil {
 		fmt.Fprintf(inv.stderr, "%s: advice: %s: %s\n", inv.name, *resp.Advice, resp.Detail)
 	}
 	j, err := c.RegisterJob(ctx, req)
 	if err != nil {
-		return runFailed(err, inv, sitePath(launch.Site), problemFile)
+		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile)
 	}
 	if reportDetached(j) {
 		// The detached child: the parent printed the id; stdio are the caller's files.

@@ -37,8 +37,8 @@ type detachReport struct {
 // runFailed reports a refusal or failure of the launch check or the registration as
 // failure does (code and detail on stderr, the document on stdout with --json), writes the
 // problem document to problemFile, tells a waiting parent, and returns 125.
-func runFailed(err error, inv *invocation, path, problemFile string) int {
-	specific := failure(err, inv, path)
+func runFailed(err error, inv *invocation, paths []string, problemFile string) int {
+	specific := failure(err, inv, paths)
 	p := problemOf(err, specific)
 	if problemFile != "" {
 		if b, merr := json.MarshalIndent(p, "", "  "); merr == nil {

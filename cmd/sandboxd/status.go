@@ -19,7 +19,7 @@ func statusCommand() *command {
 func runStatus(ctx context.Context, inv *invocation) int {
 	st, err := inv.client().Status(ctx)
 	if err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, inv.disks())
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, st)
