@@ -80,7 +80,7 @@ path = %q
 		if status != 507 || p.Code != api.CodeDiskFull {
 			t.Fatalf("need %s: %d %s, want 507 disk_full: %s", c.need, status, p.Code, p.Detail)
 		}
-		if !strings.Contains(p.Detail, c.words) || !strings.Contains(p.Detail, "free of 64.0 MiB") || !strings.Contains(p.Detail, "nothing was deleted") {
+		if !strings.Contains(p.Detail, c.words) || !strings.Contains(p.Detail, "free of 64.0 MiB") || !strings.Contains(p.Detail, "reclaim deleted nothing") {
 			t.Errorf("need %s: detail %q, want %q and the fingerprint", c.need, p.Detail, c.words)
 		}
 		if after := treeHashes(t, mnt); !sameHashes(before, after) {

@@ -20,11 +20,11 @@ const dirSlack = 4096
 // (a walk cut by its budget or ctx) nothing is proved and ok is true.
 func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, needInodes uint64) (ok bool, why string) {
 	if m.SizeBytes > 0 && needBytes > m.SizeBytes {
-		return false, fmt.Sprintf("no reclaim can free %s on a filesystem of %s in all: nothing was deleted",
+		return false, fmt.Sprintf("no reclaim can free %s on a filesystem of %s in all: reclaim deleted nothing",
 			api.FormatSize(needBytes), api.FormatSize(m.SizeBytes))
 	}
 	if m.Files > 0 && needInodes > m.Files {
-		return false, fmt.Sprintf("no reclaim can free %s inodes on a filesystem of %s inodes in all: nothing was deleted",
+		return false, fmt.Sprintf("no reclaim can free %s inodes on a filesystem of %s inodes in all: reclaim deleted nothing",
 			api.FormatCount(needInodes), api.FormatCount(m.Files))
 	}
 	avail := m.WorkloadAvail()
@@ -39,10 +39,10 @@ func (r *Reclaimer) Meetable(ctx context.Context, m api.Filesystem, needBytes, n
 	}
 	switch {
 	case shortBytes && avail+uint64(bytes) < needBytes:
-		return false, fmt.Sprintf("reclaim could free at most %s more (caches and site entries on it), short of %s: nothing was deleted",
+		return false, fmt.Sprintf("reclaim could free at most %s more (caches and site entries on it), short of %s: reclaim deleted nothing",
 			api.FormatSize(uint64(bytes)), api.FormatSize(needBytes))
 	case shortInodes && m.FilesFree+uint64(files) < needInodes:
-		return false, fmt.Sprintf("reclaim could free at most %s more inodes, short of %s: nothing was deleted",
+		return false, fmt.Sprintf("reclaim could free at most %s more inodes, short of %s: reclaim deleted nothing",
 			api.FormatCount(uint64(files)), api.FormatCount(needInodes))
 	}
 	return true, ""
