@@ -340,6 +340,7 @@ export interface Mount {
   links?: Link[];
   name?: string;
   path?: string;
+  recovery?: string;
   registered?: boolean;
   registered_by?: { gid?: number; groups?: number[]; pidns?: string; uid?: number };
   remounts_total?: number;
@@ -372,6 +373,7 @@ export interface MountRegistration {
   refresh_at?: number;
   refresh_command?: string[];
   remount_command?: string[];
+  remount_timeout?: string;
   remount_unit?: string;
   required?: boolean;
   unmount?: boolean;

@@ -192,6 +192,7 @@ class Mount(TypedDict, total=False):
     links: List["Link"]
     name: str
     path: str
+    recovery: str
     registered: bool
     registered_by: Dict[str, Any]
     remounts_total: int
@@ -224,6 +225,7 @@ class MountRegistration(TypedDict, total=False):
     refresh_at: float
     refresh_command: List[str]
     remount_command: List[str]
+    remount_timeout: str
     remount_unit: str
     required: bool
     unmount: bool
