@@ -107,3 +107,34 @@ func TestResumeStartsTheCooldownOnlyWithTheSameRungs(t *testing.T) {
 		t.Errorf("a resume was held by the cooldown: %s", run.Detail)
 	}
 }
+
+// Status's cache sizes follow a deletion (issue 23 item 8): a cache the ladder pruned
+// shows its size after the prune, not the size measured before it.
+func TestCacheSizesFollowAPrune(t *testing.T) {
+	e := newEnv(t, 256*mib, 0)
+	e.layout()
+	o := e.options()
+	r := e.newReclaimer(o)
+	r.holdLoop(context.Background(), r.sizeCaches)
+	before := map[string]int64{}
+	for _, c := range r.Caches() {
+		before[c.Path] = c.EstimatedBytes
+	}
+	e.fillTo(filepath.Join(e.home, "bulk.bin"), 60*mib)
+	run, err := r.Reclaim(context.Background(), Request{Trigger: TriggerManual})
+	if err != nil || run.FreedBytes <= 0 {
+		t.Fatalf("reclaim: %v %s", err, run.Detail)
+	}
+	pruned := 0
+	for _, c := range r.Caches() {
+		if c.EstimatedBytes < before[c.Path] {
+			pruned++
+			if c.SizedAt.Before(run.StartedAt) {
+				t.Errorf("%s: sized at %s, before the run", c.Path, c.SizedAt)
+			}
+		}
+	}
+	if pruned == 0 {
+		t.Errorf("no cache shows a smaller size after the run freed %d bytes: %+v", run.FreedBytes, r.Caches())
+	}
+}

@@ -198,8 +198,9 @@ type Reclaimer struct {
 	mu         sync.Mutex // guards the fields below
 	last       *api.ReclaimRun
 	lastResume *api.ReclaimRun
-	caches     []CacheInfo // last discovery, with sizes from the background sizing
-	orphans    []string    // reserve files of an earlier config, removed at the next reserve tick
+	caches     []CacheInfo          // last discovery, with sizes from the background sizing or a prune's walk
+	sized      map[string]CacheInfo // by path: the background sizing's last figures
+	orphans    []string             // reserve files of an earlier config, removed at the next reserve tick
 	counters   Counters
 	rate       rateState
 }
@@ -217,6 +218,7 @@ func New(opts Options) (*Reclaimer, error) {
 		lock:     make(chan struct{}, 1),
 		loop:     make(chan struct{}, 1),
 		counters: newCounters(),
+		sized:    map[string]CacheInfo{},
 	}
 	r.loadRate()
 	r.loadReserves(nil)

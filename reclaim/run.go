@@ -151,6 +151,7 @@ func (r *Reclaimer) sizeCaches(ctx context.Context) {
 			if r.caches[i].Path == c.Path {
 				r.caches[i].EstimatedBytes, r.caches[i].EstimatedFiles, r.caches[i].Partial = u.Bytes, u.Files+u.Dirs, u.Partial
 				r.caches[i].SizedAt = r.opts.Now()
+				r.sized[c.Path] = r.caches[i] // the background sizing's figures, for GrowthBaseline
 			}
 		}
 		r.mu.Unlock()

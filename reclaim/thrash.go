@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/safefs"
 )
 
 // CondCacheThrashing is the condition of a load-bearing cache (CONTRACT §14): subject the
@@ -73,6 +74,7 @@ func (r *Reclaimer) notePrunes(ctx context.Context, f *fsRun, lr *ladderRun) {
 		c           *cache
 		freed, size int64
 		baseline    float64
+		u           safefs.Usage // the walk after the prune, when complete (size >= 0)
 	}
 	var ps []pruned
 	for _, c := range lr.caches {
@@ -81,13 +83,14 @@ func (r *Reclaimer) notePrunes(ctx context.Context, f *fsRun, lr *ladderRun) {
 			continue
 		}
 		size := int64(-1)
+		var usage safefs.Usage
 		if o := lr.open(c); o.root != nil && ctx.Err() == nil {
 			lr.walks++
 			if u, err := o.root.Size(ctx, "", r.opts.SizeBudget); err == nil {
-				size = u.Bytes
+				size, usage = u.Bytes, u
 			}
 		}
-		ps = append(ps, pruned{c: c, freed: freed, size: size})
+		ps = append(ps, pruned{c: c, freed: freed, size: size, u: usage})
 	}
 	if len(ps) == 0 {
 		return
@@ -95,10 +98,10 @@ func (r *Reclaimer) notePrunes(ctx context.Context, f *fsRun, lr *ladderRun) {
 	now := r.opts.Now()
 	r.mu.Lock()
 	for i := range ps {
-		for _, ci := range r.caches {
-			if ci.Path == ps[i].c.Path && !ci.Partial && ps[i].size >= 0 {
-				ps[i].baseline = GrowthBaseline(ci.EstimatedBytes, ci.SizedAt, ps[i].size+ps[i].freed, now)
-			}
+		// The background sizing's figures, not the walk after an earlier prune (which
+		// updates what status shows): the baseline is the cache's growth between sizings.
+		if ci, ok := r.sized[ps[i].c.Path]; ok && !ci.Partial && ps[i].size >= 0 {
+			ps[i].baseline = GrowthBaseline(ci.EstimatedBytes, ci.SizedAt, ps[i].size+ps[i].freed, now)
 		}
 	}
 	r.mu.Unlock()
@@ -109,6 +112,16 @@ func (r *Reclaimer) notePrunes(ctx context.Context, f *fsRun, lr *ladderRun) {
 		was := h.Thrashing()
 		r.countRefill(h.Name, h.Pruned(now, p.freed, p.size, p.baseline))
 		events = r.noteChange(events, h, was, now)
+		if p.size >= 0 {
+			// Status shows the cache as it is after the prune, not the size the last
+			// background sizing measured before it (issue 23 item 8).
+			for i := range r.caches {
+				if r.caches[i].Path == p.c.Path {
+					r.caches[i].EstimatedBytes, r.caches[i].EstimatedFiles = p.u.Bytes, p.u.Files+p.u.Dirs
+					r.caches[i].Partial, r.caches[i].SizedAt = p.u.Partial, now
+				}
+			}
+		}
 	}
 	r.saveLocked()
 	r.mu.Unlock()
