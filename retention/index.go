@@ -144,7 +144,10 @@ type index struct {
 	jobs  map[string]*job
 	heap  expiryHeap
 	files int64
-	bytes int64
+	bytes int64 // apparent sizes: what max_bytes limits
+	// alloc is what the entries hold on disk (st_blocks of single-link files, what pruning
+	// them frees): the site's bytes in status, in the same measure as reclaim's figures.
+	alloc int64
 	// seenFiles and seenBytes are what observe mode already reported as would-prune:
 	// nothing was deleted, but the limits are checked as if it had been.
 	seenFiles int64
@@ -190,11 +193,13 @@ func (x *index) upsert(name string, st fileStat) *job {
 	if i := j.find(name); i >= 0 {
 		e := &j.entries[i]
 		x.bytes += st.size - e.size
+		x.alloc += int64(st.blocks)*512 - int64(e.blocks)*512
 		e.mtime, e.size, e.ino, e.blocks, e.typ, e.dirty = st.mtime, st.size, st.ino, st.blocks, st.typ, false
 	} else {
 		j.entries = append(j.entries, entry{name: name, mtime: st.mtime, size: st.size, ino: st.ino, blocks: st.blocks, typ: st.typ})
 		x.files++
 		x.bytes += st.size
+		x.alloc += int64(st.blocks) * 512
 	}
 	j.recompute()
 	x.place(j)
@@ -213,6 +218,7 @@ func (x *index) remove(name string) *job {
 	}
 	x.files--
 	x.bytes -= j.entries[i].size
+	x.alloc -= int64(j.entries[i].blocks) * 512
 	if j.seen {
 		x.seenFiles--
 		x.seenBytes -= j.entries[i].size

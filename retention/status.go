@@ -32,7 +32,7 @@ func (s *site) snapshot() api.Site {
 	now := s.m.opts.Now()
 	out := api.Site{
 		Name: s.name, Path: s.path,
-		Files: s.idx.files, Bytes: s.idx.bytes, Jobs: int64(len(s.idx.jobs)), RunningJobs: s.running,
+		Files: s.idx.files, Bytes: max(s.idx.alloc, 0), Jobs: int64(len(s.idx.jobs)), RunningJobs: s.running,
 		MaxAgeSeconds: s.cfg.MaxAge.Seconds(), PendingPrune: s.pendingLocked(now.UnixNano()),
 		PrunedTotal: s.prunedTotal,
 	}
