@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // One refusal never says "pruned 252 files" and "nothing was deleted" (issue 23 item 8):
@@ -54,4 +56,34 @@ func TestSiteBytesAreAllocated(t *testing.T) {
 		got = st.Sites[0]
 		return got.Files == 20 && got.Bytes == want
 	})
+}
+
+// A job's registration and end are one log line each, the event log's (issue 23 item 8:
+// every job event was logged twice).
+func TestJobEventsLoggedOnce(t *testing.T) {
+	root := testenv.CgroupRoot(t)
+	_, _, body := siteOnTmpfs(t, 16<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"1s\"\n", root))
+	var logs testenv.SyncBuffer
+	td := startDaemon(t, body, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	ttl := api.Duration(time.Minute)
+	if _, err := td.client.RegisterJob(t.Context(), api.JobRequest{ID: "once1", PID: sleeper(t), TTL: &ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.client.EndJob(t.Context(), "once1", true, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(substr string) int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "once1") && strings.Contains(l, substr) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, s := range []string{"job registered", "ending job", "job killed"} {
+		if n := lines(s); n != 1 {
+			t.Errorf("%q: %d log lines, want 1:\n%s", s, n, logs.String())
+		}
+	}
 }

@@ -71,8 +71,8 @@ func (m *Manager) startEndLocked(j *job, reason string) {
 	asked := j.askedBy
 	go func() {
 		defer wg.Done()
-		// Said here, off the registry's lock: the event sink is the daemon's.
-		m.opts.Logger.Info("ending job", "job", j.ID, "reason", reason, "grace", j.Grace, "cgroup", j.Cgroup)
+		// Said here, off the registry's lock: the event sink is the daemon's, and the event
+		// log writes its one log line (a Logger line here logged every job event twice).
 		msg := "ending job: " + reason
 		fields := map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup}
 		if asked != "" {
@@ -156,9 +156,6 @@ func (m *Manager) finish(j *job, state, reason, dir string) {
 	msg := "job " + state + ": " + reason
 	if state == api.JobLeaked {
 		msg = "job leaked: processes left after SIGKILL and " + api.FormatDuration(m.opts.KillWait)
-		m.opts.Logger.Error("job leaked", "job", j.ID, "cgroup", dir, "reason", reason)
-	} else {
-		m.opts.Logger.Info("job "+state, "job", j.ID, "reason", reason)
 	}
 	m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: msg, Fields: fields})
 	if !wasLive {

@@ -200,8 +200,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	v.Warnings = warnings
 	m.emit(api.Event{Kind: api.EventJob, Subject: j.ID, Message: "job registered",
 		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": ttl.String(), "max_lifetime": life.String(), "site": j.Site}})
-	m.opts.Logger.Info("job registered", "job", j.ID, "pid", j.PID, "cgroup", j.Cgroup, "ttl", ttl, "max_lifetime", life)
-	return v, nil
+	return v, nil // the event is the log line (issue 23: every job event was logged twice)
 }
 
 // pidFrom settles which process req registers. Without a pid in the body it is the
