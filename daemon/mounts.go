@@ -304,8 +304,9 @@ func mountFromRequest(req api.MountRegistration, cfg *config.Config) (mountwatch
 		mc.RefreshAt = *req.RefreshAt
 	}
 	if req.RemountTimeout != nil {
-		if req.RemountTimeout.D() <= 0 {
-			return zero, mountwatch.Registration{}, bad("remount_timeout", "%s: want a duration above zero", api.FormatDuration(req.RemountTimeout.D()))
+		if d := req.RemountTimeout.D(); d < config.MinRemountTimeout || d > config.MaxRemountTimeout {
+			return zero, mountwatch.Registration{}, bad("remount_timeout", "%s: want a duration from %s to %s", api.FormatDuration(d),
+				api.FormatDuration(config.MinRemountTimeout), api.FormatDuration(config.MaxRemountTimeout))
 		}
 		mc.RemountTimeout = req.RemountTimeout.D()
 	}

@@ -35,7 +35,7 @@ func jobsCommand() *command {
 						if *lease != "" {
 							l, err := inv.client().EndLease(ctx, *lease, !*noWait, 10*time.Minute)
 							if err != nil {
-								return failure(err, inv, "/")
+								return failure(err, inv, noDisk)
 							}
 							return printLease(inv, l)
 						}
@@ -61,7 +61,7 @@ func jobsCommand() *command {
 						if *lease != "" {
 							l, err := inv.client().HeartbeatLease(ctx, *lease, *extend)
 							if err != nil {
-								return failure(err, inv, "/")
+								return failure(err, inv, noDisk)
 							}
 							return printLease(inv, l)
 						}
@@ -154,7 +154,7 @@ func printJobTable(inv *invocation, jobs []api.Job) {
 func runLeasesList(ctx context.Context, inv *invocation) int {
 	p, err := inv.client().Leases(ctx)
 	if err != nil {
-		return failure(err, inv, "/")
+		return failure(err, inv, noDisk)
 	}
 	if inv.g.json {
 		printJSON(inv.stdout, p)

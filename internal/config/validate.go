@@ -262,7 +262,7 @@ func validateMounts(mounts []Mount, ps *problems) {
 		if m.MaxRemountsPerHour < 0 {
 			ps.addf(k+".max_remounts_per_hour", "%d must not be negative (0: never remount)", m.MaxRemountsPerHour)
 		}
-		aboveZero(ps, k+".remount_timeout", m.RemountTimeout)
+		durationWithin(ps, k+".remount_timeout", m.RemountTimeout, MinRemountTimeout, MaxRemountTimeout)
 		for j, l := range m.Links {
 			lk := fmt.Sprintf("%s.links[%d]", k, j)
 			if absPath(ps, lk+".path", l.Path, false) && mp != "" && within(path.Clean(l.Path), mp) {
@@ -352,6 +352,13 @@ const (
 )
 
 // durationWithin requires lo <= d <= hi.
+// The bounds of a [[mount]]'s remount_timeout (and a registration's): long enough for a
+// FUSE server to start, short enough that a remount that cannot succeed is given up.
+const (
+	MinRemountTimeout = time.Second
+	MaxRemountTimeout = time.Hour
+)
+
 func durationWithin(ps *problems, key string, d, lo, hi time.Duration) {
 	if d < lo || d > hi {
 		ps.addf(key, "%s: want a duration from %s to %s", d, lo, hi)
