@@ -52,8 +52,11 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 		}
 		dir := filepath.Join(jobsDir, e.Name())
 		if n := countProcs(dir); n > 0 {
-			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakUnknownCgroup, Cgroup: dir, Processes: n,
-				Detail: fmt.Sprintf("cgroup %s has %d processes and no registered job", dir, n)})
+			// Its age is its oldest process's (the cgroup has no birth time): it said 0 for
+			// a cgroup 67 s old (issue 23 item 8).
+			age := m.oldestProcAge(dir, boot)
+			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakUnknownCgroup, Cgroup: dir, Processes: n, AgeSeconds: age.Seconds(),
+				Detail: fmt.Sprintf("cgroup %s has %d processes and no registered job; its oldest process started %s ago", dir, n, api.FormatDuration(age.Round(time.Second)))})
 		}
 	}
 
@@ -269,4 +272,23 @@ func (m *Manager) descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// oldestProcAge is how long the oldest process of cgroup dir has run, from /proc/PID/stat's
+// start time against CLOCK_BOOTTIME (boot, ns): never the wall clock (0 when unknown).
+func (m *Manager) oldestProcAge(dir string, boot int64) time.Duration {
+	pids, err := procsOf(dir)
+	if err != nil || boot == 0 {
+		return 0
+	}
+	var oldest uint64
+	for _, pid := range pids {
+		if t, _, ok := procInfo(m.opts.ProcRoot, pid); ok && (oldest == 0 || t < oldest) {
+			oldest = t
+		}
+	}
+	if oldest == 0 {
+		return 0
+	}
+	return max(time.Duration(boot-int64(oldest)*(1e9/clockTicks)), 0)
 }

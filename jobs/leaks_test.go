@@ -60,12 +60,24 @@ func TestUnleasedProcessLeak(t *testing.T) {
 func TestUnknownCgroupLeak(t *testing.T) {
 	f := newFixture(t, nil)
 	stray := filepath.Join(f.root, "jobs", "stray")
+	spawned := time.Now()
 	p := spawn(t, `exec sleep 600`)
 	// Run removes empty strays at start: retry until the process is in.
 	waitFor(t, 5*time.Second, "a stray cgroup with a process", func() bool {
 		os.MkdirAll(stray, 0o755)
 		return os.WriteFile(filepath.Join(stray, "cgroup.procs"), []byte(strconv.Itoa(p.Process.Pid)), 0) == nil
 	})
+	// Its age is its oldest process's (issue 23: it said 0 for a cgroup 67 s old).
+	var age float64
+	waitFor(t, 5*time.Second, "the stray cgroup's age to count", func() bool {
+		if rep, _ := f.m.Leaks(context.Background(), false); len(rep.Leaks) == 1 {
+			age = rep.Leaks[0].AgeSeconds
+		}
+		return age > 0
+	})
+	if limit := time.Since(spawned).Seconds() + 0.5; age > limit {
+		t.Errorf("age %.2fs of a cgroup whose process started %.2fs ago", age, limit-0.5)
+	}
 	rep, err := f.m.Leaks(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
