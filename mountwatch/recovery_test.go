@@ -105,4 +105,3 @@ func TestReleaseDuringARemountDoesNotWait(t *testing.T) {
 		t.Errorf("the release waited: %s", e.Message)
 	}
 }
-
