@@ -214,9 +214,21 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 			return fs, append(notes, why), nil
 		}
 	}
-	run, rerr := c.reclaim.Reclaim(ctx, reclaim.Request{Trigger: reclaim.TriggerLaunch, NeedBytes: int64(need.bytes),
-		NeedInodes: need.inodes, Filesystems: []string{fs.Path}})
+	req := reclaim.Request{Trigger: reclaim.TriggerLaunch, NeedBytes: int64(need.bytes),
+		NeedInodes: need.inodes, Filesystems: []string{fs.Path}}
+	if need.short(fs) {
+		// While another reclaim holds the lock (the start-up reclaim right after a watchdog
+		// restart), the call shares it: once what it frees makes the call fit, the call
+		// answers without waiting for the lock, instead of busy at its deadline (issue 25).
+		req.Satisfied = func() bool {
+			m, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
+			return err == nil && !m.Unavailable() && !need.short(m)
+		}
+	}
+	run, rerr := c.reclaim.Reclaim(ctx, req)
 	switch {
+	case errors.Is(rerr, reclaim.ErrSatisfied):
+		notes = append(notes, "another reclaim (running) freed what the call needs")
 	case errors.Is(rerr, reclaim.ErrBusy):
 		if need.short(fs) {
 			return fs, notes, d.busyProblem(fs, notes)

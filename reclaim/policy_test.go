@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,5 +257,40 @@ func TestPressurePollsInsideTheCooldownDoNotRepeat(t *testing.T) {
 	}
 	if len(e.replaced) < 5 {
 		t.Errorf("ReplaceRecommended renewed %d times over 5 polls, want every poll", len(e.replaced))
+	}
+}
+
+// A launch that waits for the lock another reclaim holds (the start-up reclaim right after
+// a watchdog restart, on a disk below its threshold) shares it: once the running reclaim
+// has freed what the call needs, the call ends with ErrSatisfied and runs nothing, instead
+// of ErrBusy at its deadline (issue 25). While the need is not met it is still ErrBusy.
+func TestLaunchSharesTheRunningReclaim(t *testing.T) {
+	e := newEnv(t, 64*mib, 0)
+	r := e.newReclaimer(e.options())
+	r.lock <- struct{}{} // the start-up reclaim holds the lock
+	defer func() { <-r.lock }()
+	var freed atomic.Bool
+	asked := make(chan struct{}, 1)
+	satisfied := func() bool {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return freed.Load()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.Reclaim(ctx, Request{Trigger: TriggerLaunch, Satisfied: satisfied}); !errors.Is(err, ErrBusy) {
+		t.Errorf("need not met: err %v, want ErrBusy", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Reclaim(context.Background(), Request{Trigger: TriggerLaunch, Satisfied: satisfied})
+		done <- err
+	}()
+	<-asked // the waiting call is asking
+	freed.Store(true)
+	if err := <-done; !errors.Is(err, ErrSatisfied) {
+		t.Errorf("need met by the running reclaim: err %v, want ErrSatisfied", err)
 	}
 }

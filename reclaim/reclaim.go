@@ -19,7 +19,16 @@ type Request struct {
 	Filesystems    []string
 	NeedBytes      int64
 	NeedInodes     uint64
+	// Satisfied, when set, is asked while the call waits for another reclaim's lock (every
+	// 100 ms): true ends the wait with ErrSatisfied and nothing run, because the running
+	// reclaim (a start-up reclaim after a restart, say) has already freed what the caller
+	// needs. A launch shares the running reclaim instead of answering busy (issue 25).
+	Satisfied func() bool
 }
+
+// ErrSatisfied says the call's Satisfied answered true while another reclaim held the
+// lock: nothing was run by this call.
+var ErrSatisfied = errors.New("another reclaim running freed what the call needs")
 
 // resumeCacheFor is how long a completed resume may answer later resumes (CONTRACT §1).
 const resumeCacheFor = 10 * time.Second
@@ -31,10 +40,24 @@ var ErrDeadline = errors.New("the call's deadline passed before statfs answered"
 // Reclaim runs the policy once. Only one reclaim runs at a time: a caller waits for the
 // lock within ctx and gets ErrBusy when ctx ends first.
 func (r *Reclaimer) Reclaim(ctx context.Context, req Request) (api.ReclaimRun, error) {
-	select {
-	case r.lock <- struct{}{}:
-	case <-ctx.Done():
-		return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+	var tick <-chan time.Time
+	if req.Satisfied != nil {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
+wait:
+	for {
+		select {
+		case r.lock <- struct{}{}:
+			break wait
+		case <-ctx.Done():
+			return api.ReclaimRun{}, fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+		case <-tick:
+			if req.Satisfied() {
+				return api.ReclaimRun{}, ErrSatisfied
+			}
+		}
 	}
 	defer func() { <-r.lock }()
 	return r.run(ctx, req)
