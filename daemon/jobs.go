@@ -186,19 +186,24 @@ func (d *Daemon) handleJobDelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) error {
+// heartbeatRequest decodes a heartbeat's body (whose, "job" or "lease", names the default
+// of a missing extend) and knows the caller; done releases what jobCaller holds.
+func heartbeatRequest(r *http.Request, whose string) (extend time.Duration, warnings []string, by jobs.Caller, done func(), err error) {
 	var req api.HeartbeatRequest
-	warnings, err := api.DecodeRequest(r.Body, &req)
-	if err != nil {
-		return err
+	if warnings, err = api.DecodeRequest(r.Body, &req); err != nil {
+		return 0, nil, by, nil, err
 	}
-	var extend time.Duration
 	if req.Extend != nil {
 		if extend = req.Extend.D(); extend <= 0 {
-			return api.NewProblem(api.CodeBadRequest, "field \"extend\": must be longer than 0s (leave it out for the job's ttl)")
+			return 0, nil, by, nil, api.NewProblem(api.CodeBadRequest, "field \"extend\": must be longer than 0s (leave it out for the %s's ttl)", whose)
 		}
 	}
-	by, done, err := jobCaller(r)
+	by, done, err = jobCaller(r)
+	return extend, warnings, by, done, err
+}
+
+func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) error {
+	extend, warnings, by, done, err := heartbeatRequest(r, "job")
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -17,18 +16,7 @@ func (d *Daemon) handleLeasesList(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (d *Daemon) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) error {
-	var req api.HeartbeatRequest
-	warnings, err := api.DecodeRequest(r.Body, &req)
-	if err != nil {
-		return err
-	}
-	var extend time.Duration
-	if req.Extend != nil {
-		if extend = req.Extend.D(); extend <= 0 {
-			return api.NewProblem(api.CodeBadRequest, "field \"extend\": must be longer than 0s (leave it out for the lease's ttl)")
-		}
-	}
-	by, done, err := jobCaller(r)
+	extend, warnings, by, done, err := heartbeatRequest(r, "lease")
 	if err != nil {
 		return err
 	}
