@@ -191,9 +191,13 @@ func TestPackageUnderSystemd(t *testing.T) {
 		m := mount()
 		return m.State == api.MountHealthy && m.RemountsTotal >= 1
 	})
-	if b, err := os.ReadFile(filepath.Join(sd.run, "ns-pidfile")); err != nil || len(b) == 0 {
-		t.Errorf("the remount command's server wrote no pid file: %v", err)
-	}
+	// The remount succeeds at the first healthy probe (issue 23), which can come before the
+	// command, still running, has written its server's pid file: wait for the file.
+	pidfile := filepath.Join(sd.run, "ns-pidfile")
+	testenv.Eventually(t, 15*time.Second, "the remount command's server to write its pid file", func() bool {
+		b, err := os.ReadFile(pidfile)
+		return err == nil && len(b) > 0
+	})
 
 	// The ProtectClock= caveat (issue 15: on systemd < 253 it closes the device policy and
 	// a remount command opening /dev/fuse gets EPERM), measured with oneshot services and
