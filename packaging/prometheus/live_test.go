@@ -178,7 +178,8 @@ name = "s"
 path = %q
 `, filepath.Join(dirs[name], "sandboxd.prom"), watched, reclaimBelow, site)), 0o644)
 		daemons[name] = start(t, &log, sandboxd, "serve", "--config", cfg,
-			"--socket", filepath.Join(work, name+".sock"), "--state-dir", filepath.Join(work, "state-"+name))
+			"--socket", filepath.Join(work, name+".sock"), "--state-dir", filepath.Join(work, "state-"+name),
+			"--registry-dir", filepath.Join(work, "registry-"+name)) // never the machine's /run/sandboxd
 	}
 
 	promAddr := freePort(t)
