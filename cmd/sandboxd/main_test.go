@@ -234,7 +234,7 @@ reserve = "0"
 	}
 
 	// A second daemon on the same socket is refused, plainly.
-	second := exec.Command(binary, "serve", "--config", filepath.Join(dir, "sandboxd.toml"))
+	second := exec.Command(binary, "serve", "--config", filepath.Join(dir, "sandboxd.toml"), "--registry-dir", filepath.Join(dir, "registry-second"))
 	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "another sandboxd is answering") {
 		t.Fatalf("second serve: %v\n%s", err, out)
