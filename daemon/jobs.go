@@ -165,13 +165,9 @@ func (d *Daemon) handleJobGet(w http.ResponseWriter, r *http.Request) error {
 // which the ending itself keeps; the request's context ends it early only when the
 // client goes away.
 func (d *Daemon) handleJobDelete(w http.ResponseWriter, r *http.Request) error {
-	wait := true
-	if s := r.URL.Query().Get("wait"); s != "" {
-		v, err := strconv.ParseBool(s)
-		if err != nil {
-			return api.NewProblem(api.CodeBadRequest, "query parameter \"wait\": want true or false, got %q", s)
-		}
-		wait = v
+	wait, err := queryBool(r, "wait", true)
+	if err != nil {
+		return err
 	}
 	by, done, err := jobCaller(r)
 	if err != nil {
@@ -221,13 +217,9 @@ func (d *Daemon) handleJobHeartbeat(w http.ResponseWriter, r *http.Request) erro
 // handleJobsLeaks is the loud leak check; ?clean=true ends what it finds first (a writer's
 // call) and still lists it.
 func (d *Daemon) handleJobsLeaks(w http.ResponseWriter, r *http.Request) error {
-	clean := false
-	if s := r.URL.Query().Get("clean"); s != "" {
-		v, err := strconv.ParseBool(s)
-		if err != nil {
-			return api.NewProblem(api.CodeBadRequest, "query parameter \"clean\": want true or false, got %q", s)
-		}
-		clean = v
+	clean, err := queryBool(r, "clean", false)
+	if err != nil {
+		return err
 	}
 	if clean {
 		p := peerFrom(r.Context())

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -34,13 +33,9 @@ func (d *Daemon) handleLeaseHeartbeat(w http.ResponseWriter, r *http.Request) er
 // handleLeaseDelete ends every job of the lease and answers once all their cgroups are
 // empty (?wait=false: at once).
 func (d *Daemon) handleLeaseDelete(w http.ResponseWriter, r *http.Request) error {
-	wait := true
-	if s := r.URL.Query().Get("wait"); s != "" {
-		v, err := strconv.ParseBool(s)
-		if err != nil {
-			return api.NewProblem(api.CodeBadRequest, "query parameter \"wait\": want true or false, got %q", s)
-		}
-		wait = v
+	wait, err := queryBool(r, "wait", true)
+	if err != nil {
+		return err
 	}
 	by, done, err := jobCaller(r)
 	if err != nil {

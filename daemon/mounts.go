@@ -130,10 +130,10 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 func (d *Daemon) handleMountDelete(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	var unmount *bool
-	if s := r.URL.Query().Get("unmount"); s != "" {
-		b, err := strconv.ParseBool(s)
+	if r.URL.Query().Get("unmount") != "" {
+		b, err := queryBool(r, "unmount", false)
 		if err != nil {
-			return api.NewProblem(api.CodeBadRequest, "query parameter \"unmount\": want true or false, got %q", s)
+			return err
 		}
 		unmount = &b
 	}

@@ -56,3 +56,17 @@ func asProblem(err error) *api.Problem {
 	}
 	return api.NewProblem(api.CodeInternal, "%v", err)
 }
+
+// queryBool is the boolean query parameter name (def when it is absent); anything but
+// what strconv.ParseBool takes is a 400 naming the parameter.
+func queryBool(r *http.Request, name string, def bool) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, api.NewProblem(api.CodeBadRequest, "query parameter %q: want true or false, got %q", name, s)
+	}
+	return v, nil
+}
