@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,10 @@ type reserveState struct {
 	// failure is reported once per episode, not at every tick (issue 25: a reserve on a
 	// read-only mount made ~86,400 events a day). Guarded by r.mu.
 	failing bool
+	// arm serializes maintainReserve for this reserve: the reserve tick and a resume both
+	// call it, and two creations through the one temp name made the second's rename fail
+	// ("creating reserve failed: ... no such file") right after the first had armed it.
+	arm sync.Mutex
 }
 
 // loadReserves builds the reserve states of r.opts, keeping the state of those in old
@@ -213,6 +218,8 @@ func (r *Reclaimer) maintainReserve(m api.Filesystem, fs string) {
 	if !ok || r.opts.Observe {
 		return
 	}
+	rs.arm.Lock()
+	defer rs.arm.Unlock()
 	have := allocated(rs.cfg.Path)
 	rs.bytes.Store(have) // what is on disk, also when the file went away behind our back
 	if have >= rs.cfg.Bytes {
