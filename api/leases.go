@@ -18,9 +18,12 @@ type Lease struct {
 	Heartbeats     int64     `json:"heartbeats"`
 	// Jobs are the ids of the lease's jobs still listed, oldest first; Running how many of
 	// them still run.
-	Jobs     []string `json:"jobs"`
-	Running  int      `json:"running"`
-	Warnings []string `json:"warnings,omitempty"`
+	Jobs    []string `json:"jobs"`
+	Running int      `json:"running"`
+	// Owner is the uid whose lease it is: lease names, like job ids, are each owner's own
+	// (issue 21), so two uids' leases may share a name.
+	Owner    *JobOwner `json:"owner,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
 }
 
 // LeasesPage is the body of GET /v1/leases.

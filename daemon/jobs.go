@@ -142,7 +142,11 @@ func (d *Daemon) handleJobsList(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	page, next, err := d.jobReg.Page(r.URL.Query().Get("after"), limit)
+	owner, err := queryOwner(r)
+	if err != nil {
+		return err
+	}
+	page, next, err := d.jobReg.Page(r.URL.Query().Get("after"), limit, owner)
 	if err != nil {
 		return api.NewProblem(api.CodeBadRequest, "query parameter \"after\": %v", err)
 	}
@@ -151,10 +155,13 @@ func (d *Daemon) handleJobsList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) handleJobGet(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	j, ok := d.jobReg.Get(id)
-	if !ok {
-		return d.jobReg.NotFound(id)
+	owner, err := queryOwner(r)
+	if err != nil {
+		return err
+	}
+	j, err := d.jobReg.GetAs(r.PathValue("id"), jobs.Caller{UID: peerFrom(r.Context()).UID, Owner: owner})
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, j)
 	return nil

@@ -10,7 +10,11 @@ import (
 // of a lease, and ending the lease ends them all.
 
 func (d *Daemon) handleLeasesList(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, api.LeasesPage{Leases: nonNil(d.jobReg.Leases())})
+	owner, err := queryOwner(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.LeasesPage{Leases: nonNil(d.jobReg.Leases(owner))})
 	return nil
 }
 

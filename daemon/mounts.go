@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
 	"github.com/sandboxd/sandboxd/internal/runas"
+	"github.com/sandboxd/sandboxd/jobs"
 	"github.com/sandboxd/sandboxd/mountwatch"
 )
 
@@ -34,6 +35,9 @@ type savedMount struct {
 	RegisteredAt time.Time             `json:"registered_at"`
 	// RegisteredBy is the peer whose rights the mount acts with (mountwatch/registrant.go).
 	RegisteredBy *api.Registrant `json:"registered_by,omitempty"`
+	// JobKey is the tied job's key in the jobs registry (jobs.Key); "" in a state file
+	// written before job ids were each owner's own: the registrant's own job.
+	JobKey string `json:"job_key,omitempty"`
 }
 
 func (d *Daemon) handleMountsList(w http.ResponseWriter, r *http.Request) error {
@@ -98,14 +102,21 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 		if ok, why := d.mountJobs.available(); !ok {
 			return api.Mount{}, api.NewProblem(api.CodeJobsUnavailable, "field \"job\": jobs are unavailable here (%s), so a mount cannot be tied to job %q", why, reg.Job)
 		}
-		if alive, why := d.mountJobs.alive(reg.Job); !alive {
+		uid := uint32(0)
+		if by != nil {
+			uid = by.UID
+		}
+		// The registrant's own job of that id (ids are each owner's own), else the only one.
+		key, owner, alive, why := d.mountJobs.job(reg.Job, uid)
+		if !alive {
 			return api.Mount{}, api.NewProblem(api.CodeNotFound, "job %q %s: a mount can only be tied to a running job (POST /v1/jobs first)", reg.Job, why)
 		}
 		// Tying a mount to another uid's job would let that uid's end of the job release
 		// it, and the mount's release would follow a job its registrant does not own.
-		if owner, ok := d.mountJobs.owner(reg.Job); ok && by != nil && by.UID != 0 && by.UID != uint32(os.Geteuid()) && owner != by.UID {
+		if by != nil && by.UID != 0 && by.UID != uint32(os.Geteuid()) && owner != by.UID {
 			return api.Mount{}, api.NewProblem(api.CodeForbidden, "field \"job\": job %q belongs to uid %d: a mount is tied only to a job of the uid that registers it (you are uid %d)", reg.Job, owner, by.UID)
 		}
+		reg.JobKey = key
 	}
 	w := d.current().mounts
 	m, err := w.Add(mc, reg)
@@ -375,7 +386,7 @@ func requestFromRegistered(r mountwatch.Registered) savedMount {
 		t := r.Reg.CredentialExpiresAt
 		req.CredentialExpiresAt = &t
 	}
-	s := savedMount{Registration: req, RegisteredAt: r.Reg.RegisteredAt}
+	s := savedMount{Registration: req, RegisteredAt: r.Reg.RegisteredAt, JobKey: r.Reg.JobKey}
 	if b := r.Reg.By; b != nil {
 		s.RegisteredBy = &api.Registrant{UID: b.UID, GID: b.GID, Groups: b.Groups, PidNS: b.PidNS}
 	}
@@ -429,7 +440,12 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 		}
 		mc, reg, err := mountFromRequestAs(s.Registration, d.opts.Config, by)
 		if err == nil {
-			reg.RegisteredAt, reg.By = s.RegisteredAt, by
+			reg.RegisteredAt, reg.By, reg.JobKey = s.RegisteredAt, by, s.JobKey
+			if reg.Job != "" && reg.JobKey == "" && by != nil {
+				reg.JobKey = jobs.Key(by.UID, reg.Job)
+			} else if reg.Job != "" && reg.JobKey == "" {
+				reg.JobKey = reg.Job
+			}
 			_, err = w.Add(mc, reg)
 		}
 		if err != nil {

@@ -17,42 +17,42 @@ import (
 
 // jobTie is what the mount tie needs of the jobs registry.
 type jobTie interface {
-	// alive reports whether the job runs; why says what it is otherwise ("has ended
-	// (lease_expired)", "is not registered").
-	alive(id string) (ok bool, why string)
-	// onEnd registers f to be called once for every job that ends, with its reason.
-	onEnd(f func(id, reason string))
+	// job is the job id names for uid (its own, else the only one of that id): its key
+	// (which onEnd names), its owner, whether it runs, and what it is otherwise ("has
+	// ended (lease_expired)", "is not registered").
+	job(id string, uid uint32) (key string, owner uint32, alive bool, why string)
+	// onEnd registers f to be called once for every job that ends, with its key and reason.
+	onEnd(f func(key, reason string))
 	// available says whether jobs can run here at all, and if not, why.
 	available() (bool, string)
-	// owner is the uid that owns the job (false: no such job).
-	owner(id string) (uint32, bool)
 }
 
 // managerTie is the jobs registry (package jobs) as a jobTie.
 type managerTie struct{ m *jobs.Manager }
 
-func (t managerTie) alive(id string) (bool, string) {
-	j, ok := t.m.Get(id)
+func (t managerTie) job(id string, uid uint32) (string, uint32, bool, string) {
+	key, owner, state, reason, err := t.m.Resolve(id, jobs.Caller{UID: uid})
 	switch {
-	case !ok:
-		return false, "is not registered"
-	case j.State == api.JobRunning:
-		return true, ""
+	case err != nil:
+		if p, ok := err.(*api.Problem); ok && p.Code == api.CodeConflict {
+			return "", 0, false, "is ambiguous: " + p.Detail
+		}
+		return "", 0, false, "is not registered"
+	case state == api.JobRunning:
+		return key, owner, true, ""
 	}
-	return false, fmt.Sprintf("has ended (%s, %s)", j.State, j.Reason)
+	return key, owner, false, fmt.Sprintf("has ended (%s, %s)", state, reason)
 }
 
-func (t managerTie) onEnd(f func(id, reason string)) { t.m.OnEnd(f) }
+func (t managerTie) onEnd(f func(key, reason string)) { t.m.OnEnd(f) }
 
 func (t managerTie) available() (bool, string) { return t.m.Available() }
-
-func (t managerTie) owner(id string) (uint32, bool) { return t.m.OwnerUID(id) }
 
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {
 	d.mountJobs = j
-	j.onEnd(func(id, reason string) {
-		go d.releaseJobMounts(id, fmt.Sprintf("job %s ended (%s)", id, reason))
+	j.onEnd(func(key, reason string) {
+		go d.releaseJobMounts(key, fmt.Sprintf("job %s ended (%s)", key, reason))
 	})
 }
 
@@ -76,7 +76,16 @@ func (d *Daemon) releaseOrphanMounts(ctx context.Context) {
 		if r.Reg.Job == "" {
 			continue
 		}
-		if ok, why := d.mountJobs.alive(r.Reg.Job); !ok {
+		uid := uint32(0)
+		if r.Reg.By != nil {
+			uid = r.Reg.By.UID
+		}
+		key, _, ok, why := d.mountJobs.job(r.Reg.Job, uid)
+		if ok && r.Reg.JobKey != "" && key != r.Reg.JobKey {
+			// Another job of that id runs; the mount's own is gone.
+			ok, why = false, "is not registered"
+		}
+		if !ok {
 			if _, err := d.releaseMount(ctx, r.Config.Name, nil, fmt.Sprintf("job %s %s (found at start-up)", r.Reg.Job, why)); err != nil {
 				d.logger.Error("release of an orphaned mount failed", "mount", r.Config.Name, "err", err)
 			}

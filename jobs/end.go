@@ -23,9 +23,8 @@ func (m *Manager) End(ctx context.Context, id, reason string, wait bool) (api.Jo
 // and the kill event names who asked.
 func (m *Manager) EndAs(ctx context.Context, id, reason string, wait bool, by Caller) (api.Job, error) {
 	m.mu.Lock()
-	j, ok := m.jobs[id]
-	if !ok {
-		err := m.notFoundLocked(id)
+	j, err := m.findLocked(id, by)
+	if err != nil {
 		m.mu.Unlock()
 		return api.Job{}, err
 	}
@@ -38,7 +37,7 @@ func (m *Manager) EndAs(ctx context.Context, id, reason string, wait bool, by Ca
 	}
 	if j.placing {
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is being registered right now; end it once that answered", id)
+		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is being registered right now; end it once that answered", pubID(j.ID))
 	}
 	m.startEndLocked(j, reason)
 	done := j.done
@@ -47,12 +46,10 @@ func (m *Manager) EndAs(ctx context.Context, id, reason string, wait bool, by Ca
 		select {
 		case <-done:
 		case <-ctx.Done():
-			v, _ := m.Get(id)
-			return v, ctx.Err()
+			return m.view(j), ctx.Err()
 		}
 	}
-	v, _ := m.Get(id)
-	return v, nil
+	return m.view(j), nil
 }
 
 // startEndLocked moves a running job to ending and starts the goroutine that ends it.
@@ -74,12 +71,12 @@ func (m *Manager) startEndLocked(j *job, reason string) {
 		// Said here, off the registry's lock: the event sink is the daemon's, and the event
 		// log writes its one log line (a Logger line here logged every job event twice).
 		msg := "ending job: " + reason
-		fields := map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup}
+		fields := map[string]any{"reason": reason, "pid": j.PID, "cgroup": j.Cgroup, "owner_uid": m.ownerUID(j)}
 		if asked != "" {
 			msg += ", asked by " + asked
 			fields["asked_by"] = asked
 		}
-		m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: msg + " (SIGTERM, then SIGKILL after " + api.FormatDuration(j.Grace) + ")",
+		m.emit(api.Event{Kind: api.EventKill, Subject: pubID(j.ID), Message: msg + " (SIGTERM, then SIGKILL after " + api.FormatDuration(j.Grace) + ")",
 			Fields: fields})
 		m.runEnd(ctx, j)
 	}()
@@ -152,12 +149,12 @@ func (m *Manager) finish(j *job, state, reason, dir string) {
 	cbs := append([]func(string, string){}, m.onEnd...)
 	m.mu.Unlock()
 	m.kick()
-	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir}
+	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir, "owner_uid": m.ownerUID(j)}
 	msg := "job " + state + ": " + reason
 	if state == api.JobLeaked {
 		msg = "job leaked: processes left after SIGKILL and " + api.FormatDuration(m.opts.KillWait)
 	}
-	m.emit(api.Event{Kind: api.EventKill, Subject: j.ID, Message: msg, Fields: fields})
+	m.emit(api.Event{Kind: api.EventKill, Subject: pubID(j.ID), Message: msg, Fields: fields})
 	if !wasLive {
 		return
 	}

@@ -110,8 +110,12 @@ func (m *Manager) escapes(ctx context.Context, boot int64) []api.Leak {
 		l := api.Leak{Kind: api.LeakEscaped, Job: e.job, PID: e.pid, Cgroup: e.cg, Processes: 1, AgeSeconds: max(age, 0)}
 		// Only this registry's jobs: another sandboxd on the host (a test, a container's)
 		// has jobs of its own, maybe of the same id, told apart by their cgroup.
-		j := m.jobs[e.job]
-		f, forgot := m.forgot[e.job]
+		key := e.job // its key is its cgroup's name when the process says which
+		if e.jobCg != "" && filepath.Dir(e.jobCg) == filepath.Join(m.root, "jobs") {
+			key = filepath.Base(e.jobCg)
+		}
+		j := m.jobs[key]
+		f, forgot := m.forgot[key]
 		switch {
 		case j != nil && e.jobCg != "" && e.jobCg != j.Cgroup,
 			j == nil && (!forgot || e.jobCg != "" && e.jobCg != f.cgroup):

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -39,17 +40,21 @@ func (m *Manager) forgetLocked(j *job, why string) {
 	}
 }
 
-// notFoundLocked is the 404 for id: "ended and forgotten" when it was dropped from the
-// list, else "no job".
-func (m *Manager) notFoundLocked(id string) error {
-	if f, ok := m.forgot[id]; ok {
-		return api.NewProblem(api.CodeNotFound, "job %q ended and forgotten: it was %s (%s) at %s and dropped from the list by %s",
-			id, f.state, f.reason, f.endedAt.Format(time.RFC3339), f.why)
+// notFoundLocked is the 404 for the job key: "ended and forgotten" when it was dropped
+// from the list, else "no job".
+func (m *Manager) notFoundLocked(key string) error {
+	id, whose := pubID(key), ""
+	if uid, ok := keyUID(key); ok {
+		whose = fmt.Sprintf(" of uid %d", uid)
 	}
-	return api.NewProblem(api.CodeNotFound, "no job %q", id)
+	if f, ok := m.forgot[key]; ok {
+		return api.NewProblem(api.CodeNotFound, "job %q%s ended and forgotten: it was %s (%s) at %s and dropped from the list by %s",
+			id, whose, f.state, f.reason, f.endedAt.Format(time.RFC3339), f.why)
+	}
+	return api.NewProblem(api.CodeNotFound, "no job %q%s", id, whose)
 }
 
-// NotFound is the 404 for id (GET /v1/jobs/{id} of a job not listed).
+// NotFound is the 404 for id as root names it (GET /v1/jobs/{id} of a job not listed).
 func (m *Manager) NotFound(id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

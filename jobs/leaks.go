@@ -33,14 +33,16 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 	// (1) registered jobs that could not be emptied.
 	m.mu.Lock()
 	known := map[string]bool{}
-	for id, j := range m.jobs {
+	for key, j := range m.jobs {
 		if j.live() || j.State == api.JobLeaked {
-			known[id] = true
+			// By key (a cgroup's name) and by id (a site's pid file names a job by its id,
+			// whoever owns it).
+			known[key], known[pubID(key)] = true, true
 		}
 		if j.State == api.JobLeaked {
-			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakRegistered, Job: id, Site: j.Site, PID: j.PID,
+			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakRegistered, Job: pubID(key), Site: j.Site, PID: j.PID,
 				Cgroup: j.Cgroup, AgeSeconds: float64(boot-j.StartBoot) / 1e9,
-				Detail: fmt.Sprintf("job %s still has processes after SIGKILL (reason %s)", id, j.Reason)})
+				Detail: fmt.Sprintf("job %s still has processes after SIGKILL (reason %s)", key, j.Reason)})
 		}
 	}
 	m.mu.Unlock()
@@ -164,7 +166,7 @@ func (m *Manager) clean(ctx context.Context, l *api.Leak, fileUID uint32) {
 		err = m.killCgroup(ctx, l.Cgroup)
 		if err == nil {
 			m.mu.Lock()
-			j := m.jobs[l.Job]
+			j := m.jobs[filepath.Base(l.Cgroup)] // its key is its cgroup's name
 			m.mu.Unlock()
 			if j != nil {
 				m.checkEmpty(j)

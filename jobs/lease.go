@@ -94,8 +94,11 @@ func (m *Manager) leaseViewLocked(l *lease) api.Lease {
 	now, boot := m.opts.Now(), boottime()
 	v := api.Lease{Name: l.Name, TTLSeconds: l.TTL.Seconds(), Heartbeats: l.Heartbeats, Jobs: []string{},
 		LeaseExpiresAt: now.Add(time.Duration(l.LeaseBoot - boot)).Round(time.Millisecond)}
+	v.Name = pubID(l.Name)
+	uid, _ := keyUID(l.Name)
+	v.Owner = &api.JobOwner{UID: uid}
 	for _, j := range m.leaseJobsLocked(l.Name) {
-		v.Jobs = append(v.Jobs, j.ID)
+		v.Jobs = append(v.Jobs, pubID(j.ID))
 		if j.State == api.JobRunning {
 			v.Running++
 		}
@@ -103,25 +106,66 @@ func (m *Manager) leaseViewLocked(l *lease) api.Lease {
 	return v
 }
 
-// Leases lists the shared leases, by name.
-func (m *Manager) Leases() []api.Lease {
+// Leases lists the shared leases, by name (then owner); owner, when set, only that uid's.
+func (m *Manager) Leases(owner *uint32) []api.Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]api.Lease, 0, len(m.leases))
-	for _, l := range m.leases {
-		out = append(out, m.leaseViewLocked(l))
+	keys := make([]string, 0, len(m.leases))
+	for k := range m.leases {
+		if uid, _ := keyUID(k); owner == nil || uid == *owner {
+			keys = append(keys, k)
+		}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	sort.Strings(keys)
+	out := make([]api.Lease, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m.leaseViewLocked(m.leases[k]))
+	}
 	return out
 }
 
+// findLeaseLocked is the key of the lease name names for by, as findLocked finds a job:
+// by.Owner's, else by's own, else the only lease of that name; "" when there is none.
+func (m *Manager) findLeaseLocked(name string, by Caller) (string, error) {
+	target := by.UID
+	if by.Owner != nil {
+		target = *by.Owner
+	}
+	if k := jobKey(target, name); m.leases[k] != nil {
+		return k, nil
+	}
+	if by.Owner != nil {
+		return "", nil
+	}
+	var found []string
+	for k := range m.leases {
+		if pubID(k) == name {
+			found = append(found, k)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	sort.Strings(found)
+	return "", api.NewProblem(api.CodeConflict, "%d leases are named %q (%s) and none is yours (uid %d): name the owner with ?owner=UID",
+		len(found), name, strings.Join(found, ", "), by.UID)
+}
+
 // checkLeaseLocked finds lease name with running jobs, and refuses a caller who may not
-// act on every one of them (owner-or-root), or a heartbeat from inside one of them.
+// act on every one of them (owner-or-root), or a heartbeat from inside one of them. The
+// lease's key is returned as l.Name.
 func (m *Manager) checkLeaseLocked(name string, by Caller, what string) (*lease, []*job, error) {
-	l := m.leases[name]
+	key, err := m.findLeaseLocked(name, by)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := m.leases[key]
 	var running []*job
 	if l != nil {
-		for _, j := range m.leaseJobsLocked(name) {
+		for _, j := range m.leaseJobsLocked(key) {
 			if j.State == api.JobRunning {
 				running = append(running, j)
 			}
@@ -143,7 +187,7 @@ func (m *Manager) checkLeaseLocked(name string, by Caller, what string) (*lease,
 		}
 		if own := m.cg.rel(j.Cgroup); peerCg != "" && (peerCg == own || strings.HasPrefix(peerCg, own+"/")) {
 			return nil, nil, api.NewProblem(api.CodeForbidden, "lease %q: the heartbeat comes from process %d inside its job %q (%s); a lease is renewed by its runner from outside its jobs",
-				name, by.Peer.PID, j.ID, peerCg)
+				name, by.Peer.PID, pubID(j.ID), peerCg)
 		}
 	}
 	return l, running, nil
@@ -159,7 +203,7 @@ func (m *Manager) HeartbeatLease(name string, extend time.Duration, by Caller) (
 		return api.Lease{}, err
 	}
 	warn := m.renewLeaseLocked(l, extend)
-	v := m.leaseViewLocked(m.leases[name])
+	v := m.leaseViewLocked(m.leases[l.Name])
 	if warn != "" {
 		v.Warnings = append(v.Warnings, warn)
 	}
@@ -170,11 +214,12 @@ func (m *Manager) HeartbeatLease(name string, extend time.Duration, by Caller) (
 // wait is set, returns once every one of their cgroups is empty (or ctx ends).
 func (m *Manager) EndLease(ctx context.Context, name string, wait bool, by Caller) (api.Lease, error) {
 	m.mu.Lock()
-	_, running, err := m.checkLeaseLocked(name, by, "end")
+	l, running, err := m.checkLeaseLocked(name, by, "end")
 	if err != nil {
 		m.mu.Unlock()
 		return api.Lease{}, err
 	}
+	key := l.Name
 	var done []chan struct{}
 	for _, j := range running {
 		j.askedBy = by.String()
@@ -187,20 +232,21 @@ func (m *Manager) EndLease(ctx context.Context, name string, wait bool, by Calle
 			select {
 			case <-d:
 			case <-ctx.Done():
-				return m.leaseView(name), ctx.Err()
+				return m.leaseView(key), ctx.Err()
 			}
 		}
 	}
-	return m.leaseView(name), nil
+	return m.leaseView(key), nil
 }
 
-func (m *Manager) leaseView(name string) api.Lease {
+func (m *Manager) leaseView(key string) api.Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.leases[name]; l != nil {
+	if l := m.leases[key]; l != nil {
 		return m.leaseViewLocked(l)
 	}
-	return api.Lease{Name: name, Jobs: []string{}}
+	uid, _ := keyUID(key)
+	return api.Lease{Name: pubID(key), Jobs: []string{}, Owner: &api.JobOwner{UID: uid}}
 }
 
 // pruneLeasesLocked drops leases no listed job names any more.

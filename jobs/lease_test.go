@@ -49,7 +49,7 @@ func TestSharedLease(t *testing.T) {
 			t.Fatalf("job s1-%d of a renewed lease: %+v", i, v)
 		}
 	}
-	if ls := f.m.Leases(); len(ls) != 1 || ls[0].Name != "s1" || ls[0].Heartbeats != 8 {
+	if ls := f.m.Leases(nil); len(ls) != 1 || ls[0].Name != "s1" || ls[0].Heartbeats != 8 {
 		t.Errorf("leases: %+v", ls)
 	}
 	// A restart keeps the lease and its jobs.

@@ -82,6 +82,9 @@ type Caller struct {
 	// without a pid registers Peer; a pid in the body is taken only when Peer runs in
 	// sandboxd's own pid namespace.
 	Peer *Peer
+	// Owner, when set, names whose job (or lease) an id means (?owner=UID); nil: the
+	// caller's own, else the only one of that id (findLocked).
+	Owner *uint32
 }
 
 func (o *Options) setDefaults() {
@@ -125,9 +128,11 @@ func (o *Options) setDefaults() {
 
 // job is one registered job. Exported fields are what the state document keeps.
 type job struct {
+	// ID is the job's key: its id, and "@UID" for an owner other than root (owner.go);
+	// the API shows pubID(ID).
 	ID        string            `json:"id"`
 	Site      string            `json:"site,omitempty"`
-	Lease     string            `json:"lease,omitempty"` // a shared lease's name (lease.go)
+	Lease     string            `json:"lease,omitempty"` // a shared lease's key (lease.go)
 	PID       int               `json:"pid"`
 	Cgroup    string            `json:"cgroup"`
 	State     string            `json:"state"`
@@ -267,7 +272,8 @@ func (m *Manager) Available() (bool, string) { return m.unavailable == "", m.una
 func (m *Manager) Root() string { return m.root }
 
 // OnEnd registers f to be called once for every job that stops running — it ended, was
-// killed, or leaked — with its id and reason, after its cgroup was emptied (or given up
+// killed, or leaked — with its key (its id for root's job, ID@UID for another uid's:
+// Key) and reason, after its cgroup was emptied (or given up
 // on). f runs on the goroutine that ended the job and must not block for long.
 func (m *Manager) OnEnd(f func(id, reason string)) {
 	m.mu.Lock()
@@ -275,38 +281,70 @@ func (m *Manager) OnEnd(f func(id, reason string)) {
 	m.mu.Unlock()
 }
 
-// Get returns the job id (running or ended and still listed).
+// Get returns the job id (running or ended and still listed) as root names it: root's
+// own, else the only job of that id.
 func (m *Manager) Get(id string) (api.Job, bool) {
+	v, err := m.GetAs(id, Caller{})
+	return v, err == nil
+}
+
+// GetAs returns the job id names for by (findLocked); its error is the 404 or 409.
+func (m *Manager) GetAs(id string, by Caller) (api.Job, error) {
 	m.mu.Lock()
-	j, ok := m.jobs[id]
-	ok = ok && !j.placing
-	var out api.Job
-	if ok {
-		out = m.viewLocked(j)
+	j, err := m.findLocked(id, by)
+	if err == nil && j.placing {
+		err = m.notFoundLocked(j.ID)
+	}
+	if err != nil {
+		m.mu.Unlock()
+		return api.Job{}, err
 	}
 	m.mu.Unlock()
-	if ok && out.State != api.JobEnded && out.State != api.JobKilled {
+	return m.view(j), nil
+}
+
+// view is j as the API shows it, with its processes counted.
+func (m *Manager) view(j *job) api.Job {
+	m.mu.Lock()
+	out := m.viewLocked(j)
+	m.mu.Unlock()
+	if out.State != api.JobEnded && out.State != api.JobKilled {
 		out.Processes = countProcs(out.Cgroup)
 	}
-	return out, ok
+	return out
 }
 
 // List returns every job, oldest first.
 func (m *Manager) List() []api.Job {
 	m.mu.Lock()
-	out := make([]api.Job, 0, len(m.jobs))
-	for _, j := range m.jobs {
-		if !j.placing {
-			out = append(out, m.viewLocked(j))
-		}
+	js := m.sortedLocked(nil)
+	out := make([]api.Job, 0, len(js))
+	for _, j := range js {
+		out = append(out, m.viewLocked(j))
 	}
 	m.mu.Unlock()
+	return m.countAll(out)
+}
+
+// sortedLocked are the listed jobs, oldest first (then by key); owner, when set, keeps
+// only that uid's. Caller holds m.mu.
+func (m *Manager) sortedLocked(owner *uint32) []*job {
+	out := make([]*job, 0, len(m.jobs))
+	for _, j := range m.jobs {
+		if !j.placing && (owner == nil || m.ownerUIDLocked(j) == *owner) {
+			out = append(out, j)
+		}
+	}
 	sort.Slice(out, func(a, b int) bool {
 		if !out[a].StartedAt.Equal(out[b].StartedAt) {
 			return out[a].StartedAt.Before(out[b].StartedAt)
 		}
 		return out[a].ID < out[b].ID
 	})
+	return out
+}
+
+func (m *Manager) countAll(out []api.Job) []api.Job {
 	for i := range out {
 		if out[i].State != api.JobEnded && out[i].State != api.JobKilled {
 			out[i].Processes = countProcs(out[i].Cgroup)
@@ -328,7 +366,7 @@ func countProcs(dir string) int {
 func (m *Manager) viewLocked(j *job) api.Job {
 	now, boot := m.opts.Now(), boottime()
 	wall := func(b int64) time.Time { return now.Add(time.Duration(b - boot)).Round(time.Millisecond) }
-	v := api.Job{ID: j.ID, Site: j.Site, Lease: j.Lease, PID: j.PID, Cgroup: j.Cgroup, State: j.State, Reason: j.Reason,
+	v := api.Job{ID: pubID(j.ID), Site: j.Site, Lease: pubID(j.Lease), PID: j.PID, Cgroup: j.Cgroup, State: j.State, Reason: j.Reason,
 		StartedAt: j.StartedAt, LeaseExpiresAt: wall(j.LeaseBoot), DeadlineAt: wall(j.DeadlineBoot),
 		TTLSeconds: j.TTL.Seconds(), GraceSeconds: j.Grace.Seconds(), Heartbeats: j.Heartbeats,
 		Labels: j.Labels, Owner: m.ownerView(j)}
@@ -351,13 +389,18 @@ func (m *Manager) kick() {
 	}
 }
 
-// Holds says whether a registered job of site with id still has its processes (running,
-// ending or leaked): retention counts such a job's files as running (CONTRACT §11).
+// Holds says whether a registered job of site with id, whoever owns it, still has its
+// processes (running, ending or leaked): retention counts such a job's files as running
+// (CONTRACT §11).
 func (m *Manager) Holds(site, id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
-	return ok && j.Site == site && (j.live() || j.State == api.JobLeaked)
+	for _, j := range m.jobs {
+		if pubID(j.ID) == id && j.Site == site && (j.live() || j.State == api.JobLeaked) {
+			return true
+		}
+	}
+	return false
 }
 
 // SetLimits applies new [jobs] durations (a config reload); they hold for jobs registered

@@ -16,53 +16,40 @@ const (
 	MaxPageSize     = 1000
 )
 
-// Page lists at most limit jobs in the order of List (start time, then id) after the
+// Page lists at most limit jobs in the order of List (start time, then key) after the
 // cursor after ("" = from the first), counting processes for those only; next is the
 // cursor of the following page, "" on the last. A cursor names a position, not a job,
-// so a job that ends or is pruned in between does not break it.
-func (m *Manager) Page(after string, limit int) (page []api.Job, next string, err error) {
+// so a job that ends or is pruned in between does not break it. owner, when set, lists
+// only that uid's jobs (?owner=UID).
+func (m *Manager) Page(after string, limit int, owner *uint32) (page []api.Job, next string, err error) {
 	var at int64
-	var atID string
+	var atKey string
 	if after != "" {
-		ns, id, ok := strings.Cut(after, ".")
+		ns, key, ok := strings.Cut(after, ".")
 		n, perr := strconv.ParseInt(ns, 10, 64)
 		if !ok || perr != nil {
 			return nil, "", fmt.Errorf("%q is not a cursor of GET /v1/jobs: pass the \"next\" of the previous page", after)
 		}
-		at, atID = n, id
+		at, atKey = n, key
 	}
 	m.mu.Lock()
-	all := make([]api.Job, 0, len(m.jobs))
-	for _, j := range m.jobs {
-		if !j.placing {
-			all = append(all, m.viewLocked(j))
-		}
-	}
-	m.mu.Unlock()
-	less := func(a, b api.Job) bool {
-		if !a.StartedAt.Equal(b.StartedAt) {
-			return a.StartedAt.Before(b.StartedAt)
-		}
-		return a.ID < b.ID
-	}
-	sort.Slice(all, func(a, b int) bool { return less(all[a], all[b]) })
+	all := m.sortedLocked(owner)
 	start := 0
 	if after != "" {
 		start = sort.Search(len(all), func(i int) bool {
 			n := all[i].StartedAt.UnixNano()
-			return n > at || n == at && all[i].ID > atID
+			return n > at || n == at && all[i].ID > atKey
 		})
 	}
 	end := min(start+limit, len(all))
-	page = all[start:end]
-	for i := range page {
-		if page[i].State != api.JobEnded && page[i].State != api.JobKilled {
-			page[i].Processes = countProcs(page[i].Cgroup)
-		}
+	page = make([]api.Job, 0, end-start)
+	for _, j := range all[start:end] {
+		page = append(page, m.viewLocked(j))
 	}
-	if end < len(all) && len(page) > 0 {
-		last := page[len(page)-1]
+	if end < len(all) && end > start {
+		last := all[end-1]
 		next = strconv.FormatInt(last.StartedAt.UnixNano(), 10) + "." + last.ID
 	}
-	return page, next, nil
+	m.mu.Unlock()
+	return m.countAll(page), next, nil
 }

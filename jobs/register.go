@@ -127,8 +127,15 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		return api.Job{}, err
 	}
 
+	// The job's key: its id within its owner's namespace (owner.go), so another uid can
+	// never hold the id this caller will use.
+	key := jobKey(by.UID, req.ID)
 	m.mu.Lock()
-	if old, ok := m.jobs[req.ID]; ok && (old.live() || old.State == api.JobLeaked) {
+	for _, k := range []string{key, req.ID} {
+		old, ok := m.jobs[k]
+		if !ok || !(old.live() || old.State == api.JobLeaked) || k != key && m.ownerUIDLocked(old) != by.UID {
+			continue
+		}
 		owner := m.ownerUIDLocked(old)
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, owner uid %d, since %s)",
@@ -152,16 +159,17 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	// write the registration down first: a job that could not be made durable is refused
 	// before any process is moved, never answered 201 and forgotten by a restart.
 	now, boot := m.opts.Now(), boottime()
-	j := &job{ID: req.ID, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
-		Cgroup: filepath.Join(m.root, "jobs", req.ID),
+	j := &job{ID: key, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
+		Cgroup: filepath.Join(m.root, "jobs", key),
 		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true, Owner: ownerOf(by, m.opts.ProcRoot),
 		StartedAt: now.Round(time.Millisecond), StartBoot: boot, DeadlineBoot: boot + int64(life)}
 	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)
 	recs := []record{}
 	var shared lease
 	if req.Lease != "" {
-		shared = m.joinLeaseLocked(req.Lease, ttl, boot)
-		j.Lease, j.LeaseBoot = req.Lease, min(shared.LeaseBoot, j.DeadlineBoot)
+		lk := jobKey(by.UID, req.Lease) // a lease is its owner's too
+		shared = m.joinLeaseLocked(lk, ttl, boot)
+		j.Lease, j.LeaseBoot = lk, min(shared.LeaseBoot, j.DeadlineBoot)
 		recs = append(recs, leaseRecord(shared))
 	}
 	c := *j
@@ -169,8 +177,8 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		m.mu.Unlock()
 		return api.Job{}, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
 	}
-	delete(m.jobs, req.ID)
-	m.jobs[req.ID] = j
+	delete(m.jobs, key)
+	m.jobs[key] = j
 	if req.Lease != "" {
 		m.commitLeaseLocked(shared)
 	}
@@ -178,9 +186,9 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 
 	if err := m.place(j, fd); err != nil {
 		m.mu.Lock()
-		if m.jobs[req.ID] == j {
-			delete(m.jobs, req.ID)
-			m.logLocked(record{Op: "forget", ID: req.ID})
+		if m.jobs[key] == j {
+			delete(m.jobs, key)
+			m.logLocked(record{Op: "forget", ID: key})
 		}
 		m.mu.Unlock()
 		return api.Job{}, err
@@ -198,8 +206,8 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	m.kick()
 	v.Processes = countProcs(j.Cgroup)
 	v.Warnings = warnings
-	m.emit(api.Event{Kind: api.EventJob, Subject: j.ID, Message: "job registered",
-		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": ttl.String(), "max_lifetime": life.String(), "site": j.Site}})
+	m.emit(api.Event{Kind: api.EventJob, Subject: req.ID, Message: "job registered by " + by.String(),
+		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": ttl.String(), "max_lifetime": life.String(), "site": j.Site, "owner_uid": by.UID}})
 	return v, nil // the event is the log line (issue 23: every job event was logged twice)
 }
 
@@ -251,7 +259,7 @@ func (m *Manager) checkPid(pid int, by Caller) error {
 		jobsRel := m.cg.rel(filepath.Join(m.root, "jobs"))
 		if rest, ok := strings.CutPrefix(cg, jobsRel+"/"); ok {
 			owner, _, _ := strings.Cut(rest, "/")
-			return api.NewProblem(api.CodeConflict, "field \"pid\": process %d already belongs to job %q (cgroup %s)", pid, owner, cg)
+			return api.NewProblem(api.CodeConflict, "field \"pid\": process %d already belongs to job %q (cgroup %s)", pid, pubID(owner), cg)
 		}
 	}
 	return nil
@@ -341,9 +349,9 @@ func (m *Manager) Heartbeat(id string, extend time.Duration) (api.Job, error) {
 func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
-	if !ok {
-		return api.Job{}, m.notFoundLocked(id)
+	j, err := m.findLocked(id, by)
+	if err != nil {
+		return api.Job{}, err
 	}
 	if err := m.mayManageLocked(j, by, "heartbeat"); err != nil {
 		return api.Job{}, err
@@ -352,7 +360,7 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 		return api.Job{}, err
 	}
 	if j.State != api.JobRunning {
-		return api.Job{}, api.NewProblem(api.CodeNotFound, "job %q has ended (state %s, reason %s): a heartbeat cannot bring it back", id, j.State, j.Reason)
+		return api.Job{}, api.NewProblem(api.CodeNotFound, "job %q has ended (state %s, reason %s): a heartbeat cannot bring it back", pubID(j.ID), j.State, j.Reason)
 	}
 	if l := m.leases[j.Lease]; j.Lease != "" && l != nil {
 		// A job of a shared lease has no lease of its own: its heartbeat is the lease's.
@@ -378,7 +386,7 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	m.lastActivity = m.opts.Now()
 	// Renewed in memory whatever happens: the job is alive and its runner was heard. A
 	// heartbeat that could not be written is covered after a crash by the restart's grace.
-	err := m.logLocked(record{Op: "hb", ID: j.ID, LeaseBoot: j.LeaseBoot, Beats: j.Heartbeats})
+	err = m.logLocked(record{Op: "hb", ID: j.ID, LeaseBoot: j.LeaseBoot, Beats: j.Heartbeats})
 	m.kick()
 	v := m.viewLocked(j)
 	if err != nil {

@@ -82,8 +82,11 @@ func (m *Manager) load() {
 		}
 	}
 	for _, j := range byID {
-		if validID(j.ID) != nil {
+		if validKey(j.ID) != nil {
 			continue
+		}
+		if uid, ok := keyUID(j.ID); ok && (j.Owner == nil || j.Owner.UID != uid) {
+			continue // a key of one uid on a job of another: hand-edited, not ours to act on
 		}
 		if want := filepath.Join(m.root, "jobs", j.ID); m.root != "" && filepath.Clean(j.Cgroup) != want {
 			// A hand-edited registry must not aim the dead-man switch at another cgroup
@@ -91,7 +94,7 @@ func (m *Manager) load() {
 			// is quarantined, left out of the registry with nothing ended, and said.
 			msg := fmt.Sprintf("job %s quarantined at start: its registry entry names the cgroup %s, not %s; nothing in it was ended and the entry is dropped", j.ID, j.Cgroup, want)
 			m.opts.Logger.Error(msg)
-			m.emit(api.Event{Time: m.opts.Now(), Kind: api.EventJob, Subject: j.ID, Message: msg,
+			m.emit(api.Event{Time: m.opts.Now(), Kind: api.EventJob, Subject: pubID(j.ID), Message: msg,
 				Fields: map[string]any{"result": "quarantined", "cgroup": j.Cgroup, "want": want}})
 			continue
 		}

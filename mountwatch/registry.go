@@ -13,6 +13,10 @@ import (
 // the credential the runner pushed, if any.
 type Registration struct {
 	Job string
+	// JobKey is Job as the jobs registry keys it (jobs.Key: ids are each owner's own), set
+	// by the daemon: the end of that job, not of another uid's of the same id, releases
+	// the mount.
+	JobKey string
 	// Unmount: a release (DELETE, or the end of Job) also syncs and unmounts the mount.
 	Unmount bool
 	// CredentialExpiresAt is the pushed credential's expiry; zero when none was pushed.
@@ -216,13 +220,13 @@ func (w *Watcher) find(name string) *mount {
 	return nil
 }
 
-// JobMounts are the names of the registered mounts tied to job.
-func (w *Watcher) JobMounts(job string) []string {
+// JobMounts are the names of the registered mounts tied to the job of key (JobKey).
+func (w *Watcher) JobMounts(key string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
 	for _, m := range w.mounts {
-		if m.reg != nil && m.reg.Job != "" && m.reg.Job == job {
+		if m.reg != nil && m.reg.Job != "" && m.reg.JobKey == key {
 			out = append(out, m.cfg.Name)
 		}
 	}

@@ -313,6 +313,7 @@ export interface Lease {
   jobs?: string[];
   lease_expires_at?: string;
   name?: string;
+  owner?: { pidns?: string; uid?: number };
   running?: number;
   ttl_seconds?: number;
   warnings?: string[];

@@ -165,6 +165,7 @@ class Lease(TypedDict, total=False):
     jobs: List[str]
     lease_expires_at: str
     name: str
+    owner: Dict[str, Any]
     running: int
     ttl_seconds: float
     warnings: List[str]
