@@ -168,8 +168,9 @@ func callerArgv(argv []string, cred *syscall.Credential, forCaller bool) (run, e
 	if forCaller {
 		env = cleanEnv(cred)
 		// Raising one's own oom_score_adj needs no privilege; the wrapper does it before
-		// the command runs, so nothing it forks inherits the daemon's value.
-		run = append([]string{"/bin/sh", "-c", `echo 0 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"`, "sh"}, argv...)
+		// the command runs, so nothing it forks inherits the daemon's value. The shell's
+		// own PWD (and OLDPWD) are unset: the environment is cleanEnv's, nothing else.
+		run = append([]string{"/bin/sh", "-c", `echo 0 > /proc/self/oom_score_adj 2>/dev/null; unset PWD OLDPWD; exec "$@"`, "sh"}, argv...)
 	}
 	return run, env
 }

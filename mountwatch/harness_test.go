@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "mount-probe" {
 		os.Exit(ProbeMain(os.Args[2:], os.Stdout))
 	}
+	if bin := os.Getenv(probeOwnerChildEnv); bin != "" {
+		os.Exit(probeOwnerChild(bin))
+	}
 	fusetest.Main()
 	dir, err := os.MkdirTemp("", "mountwatch-bin-")
 	if err == nil {

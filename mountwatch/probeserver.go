@@ -70,6 +70,7 @@ func serveProbes(in io.Reader, out io.Writer) int {
 // w.mu), answers come back through a reader goroutine to the pending probe's child.
 type probeServer struct {
 	reqs chan []byte
+	pid  int // the child's
 
 	mu      sync.Mutex // guards pending, nextID, dead, closed, and sends on reqs
 	pending map[uint64]*child
@@ -148,7 +149,12 @@ func (ps *probeServers) server(argv []string, cred *syscall.Credential) (*probeS
 			return s, nil
 		}
 	}
-	cmd := exec.Command(argv[0], append(argv[1:], "--serve")...)
+	// A server of an owner other than root is that owner's, as its commands are
+	// (callerArgv): a clean environment (cleanEnv) and the default oom_score_adj of 0, not
+	// the daemon's whole environment and its -900 (issue 21).
+	run, env := callerArgv(append(append([]string(nil), argv...), "--serve"), cred, cred != nil)
+	cmd := exec.Command(run[0], run[1:]...)
+	cmd.Env = env // nil (root's): the daemon's own
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -163,7 +169,7 @@ func (ps *probeServers) server(argv []string, cred *syscall.Credential) (*probeS
 	if err := runas.StartFromStableThread(cmd); err != nil {
 		return nil, fmt.Errorf("start probe server %s: %w", argv[0], err)
 	}
-	s := &probeServer{reqs: make(chan []byte, 1024), pending: map[uint64]*child{}}
+	s := &probeServer{reqs: make(chan []byte, 1024), pid: cmd.Process.Pid, pending: map[uint64]*child{}}
 	go func() { // writer: ends when the channel closes (closeAll) or the child stops reading
 		for b := range s.reqs {
 			if _, err := stdin.Write(b); err != nil {
