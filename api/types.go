@@ -273,6 +273,10 @@ type LaunchRequest struct {
 	NeedInodes *uint64   `json:"need_inodes,omitempty"`
 	Mounts     []string  `json:"mounts,omitempty"`
 	Deadline   *Duration `json:"deadline,omitempty"`
+	// Job is the caller's own job the launch is for (issue 21): the required mounts tied
+	// to that job gate it as if named in Mounts. A writer's required mount gates only the
+	// launches that name it or its job, never every launch on the host.
+	Job string `json:"job,omitempty"`
 }
 
 // LaunchResponse is the 200 answer of POST /v1/launch.

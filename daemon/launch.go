@@ -25,7 +25,7 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 		d.metrics.launchDone(string(asProblem(err).Code), start)
 		return err
 	}
-	resp, err := d.Launch(r.Context(), req)
+	resp, err := d.launchAs(r.Context(), req, peerFrom(r.Context()).UID)
 	if err != nil {
 		p := asProblem(err)
 		p.Warnings = append(p.Warnings, warnings...)
@@ -50,6 +50,11 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 // Launch runs the write-site policy: bounded retention on the site, the space check
 // (with reclaim when below the thresholds), and the mount check. A refusal is *api.Problem.
 func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.LaunchResponse, error) {
+	return d.launchAs(ctx, req, 0)
+}
+
+// launchAs is Launch called by uid: the job the request names (req.Job) is uid's own.
+func (d *Daemon) launchAs(ctx context.Context, req api.LaunchRequest, uid uint32) (*api.LaunchResponse, error) {
 	cfg := d.config()
 	c := d.current()
 	need := launchNeedsOf(cfg.Launch, req)
@@ -58,7 +63,11 @@ func (d *Daemon) Launch(ctx context.Context, req api.LaunchRequest) (*api.Launch
 
 	// One mount check serves the whole call (it reads the watcher's last verdicts, never
 	// the mounts). Unknown names first: not_found outranks every other refusal.
-	mounts, unknownMounts, mdetail, mok := c.mounts.Check(req.Mounts)
+	jobKey, err := d.launchJob(req.Job, uid)
+	if err != nil {
+		return nil, err
+	}
+	mounts, unknownMounts, mdetail, mok := c.mounts.CheckJob(req.Mounts, jobKey)
 	if len(unknownMounts) > 0 {
 		return nil, api.NewProblem(api.CodeNotFound, "unknown mount(s) %s: neither configured in [[mount]] nor registered (POST /v1/mounts); a durable mount is never skipped",
 			strings.Join(unknownMounts, ", "))

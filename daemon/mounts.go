@@ -74,7 +74,7 @@ func (d *Daemon) handleMountsAdd(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Required != nil && *req.Required && p.UID != 0 && p.UID != uint32(os.Geteuid()) {
-		warnings = append(warnings, fmt.Sprintf("required: a mount registered by uid %d gates only the launches that name it (\"mounts\"), never every launch on the host, and its trouble is a warning, not critical", p.UID))
+		warnings = append(warnings, fmt.Sprintf("required: a mount registered by uid %d gates only the launches that name it (\"mounts\") or its job (\"job\"), never every launch on the host, and its trouble is a warning, not critical", p.UID))
 	}
 	type answer struct {
 		api.Mount

@@ -92,3 +92,22 @@ func (d *Daemon) releaseOrphanMounts(ctx context.Context) {
 		}
 	}
 }
+
+// launchJob is the key of the job a launch names ("job": the caller's own, else the only
+// one of that id), whose required mounts gate the launch; "" for none. A job that is not
+// registered is 404, as an unknown mount is; a launch naming a job where no jobs registry
+// runs is refused rather than run ungated.
+func (d *Daemon) launchJob(id string, uid uint32) (string, error) {
+	if id == "" {
+		return "", nil
+	}
+	if d.mountJobs == nil {
+		return "", api.NewProblem(api.CodeJobsUnavailable, "field \"job\": this daemon runs no jobs registry, so no mount is tied to job %q", id)
+	}
+	// An ended job's key still answers: its mounts were released with it, nothing gates.
+	key, _, _, why := d.mountJobs.job(id, uid)
+	if key == "" {
+		return "", api.NewProblem(api.CodeNotFound, "field \"job\": job %q %s (POST /v1/jobs first, or leave \"job\" out)", id, why)
+	}
+	return key, nil
+}

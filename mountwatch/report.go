@@ -148,6 +148,13 @@ func (w *Watcher) Conditions() []api.Condition {
 // one must be healthy. unknown lists names not configured (the daemon answers not_found);
 // detail is the fingerprint line for mount_unavailable, one clause per failing mount.
 func (w *Watcher) Check(names []string) (mounts []api.Mount, unknown []string, detail string, ok bool) {
+	return w.CheckJob(names, "")
+}
+
+// CheckJob is Check for a launch of the job of jobKey (the jobs registry's key, "" for
+// none): the required mounts tied to that job gate it as if named (issue 21: a writer's
+// required mount gates only the launches that name it or its job).
+func (w *Watcher) CheckJob(names []string, jobKey string) (mounts []api.Mount, unknown []string, detail string, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	want := map[string]bool{}
@@ -158,7 +165,8 @@ func (w *Watcher) Check(names []string) (mounts []api.Mount, unknown []string, d
 	var bad []string
 	for _, m := range w.mounts {
 		known[m.cfg.Name] = true
-		if !m.hostRequired() && !want[m.cfg.Name] {
+		ofJob := jobKey != "" && m.reg != nil && m.reg.JobKey == jobKey && m.cfg.Required
+		if !m.hostRequired() && !want[m.cfg.Name] && !ofJob {
 			continue
 		}
 		mounts = append(mounts, m.view())

@@ -20,8 +20,9 @@ mount_unavailable or filesystem_unavailable, ...) with its detail on stderr; 69 
 			deadline := fs.Duration("deadline", 0, "the call's deadline (default [launch] deadline)")
 			var mounts multiFlag
 			fs.Var(&mounts, "mount", "a mount `NAME` the command needs (repeatable)")
+			job := fs.String("job", "", "your job `ID` the command is for: the required mounts tied to it gate the launch too")
 			return func(ctx context.Context, inv *invocation) int {
-				req := api.LaunchRequest{Site: *site, Mounts: mounts}
+				req := api.LaunchRequest{Site: *site, Mounts: mounts, Job: *job}
 				if *needBytes != "" {
 					n, err := api.ParseSize(*needBytes)
 					if err != nil {
