@@ -1,64 +1,16 @@
 package mountwatch
 
-import (
-	"regexp"
-	"strings"
-)
+import redactpkg "github.com/sandboxd/sandboxd/internal/redact"
 
 // No secret reaches the trail (issue 21): a refresh_command prints credentials (the AWS
 // credential_process document carries SecretAccessKey and SessionToken), and the event log
 // is readable by anyone who can connect and is written to the journal. So a command's
 // output is never stored; a failure keeps at most the first line of its stderr, and that
-// line and every argv shown pass through redact.
+// line and every argv shown pass through redact (internal/redact, shared with reclaim's
+// commands).
 
-// redacted replaces a value that looks like a key.
-const redacted = "[redacted]"
+func redact(s string) string { return redactpkg.String(s) }
 
-var (
-	// "SecretAccessKey": "...", 'token': '...' (JSON or a Python dict printed).
-	secretField = regexp.MustCompile(`(?i)(["']?[A-Za-z_-]*(?:secret|token|password|passwd|credential|private|session|signature|auth|key)[A-Za-z_-]*["']?\s*[:=]\s*)("[^"]*"|'[^']*'|[^\s,;&}]+)`)
-	// AWS access key ids, and bearer tokens.
-	awsKeyID = regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{12,}\b`)
-	bearer   = regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`)
-	// A run of 32 or more characters of base64 or hex with letters and digits mixed.
-	longToken = regexp.MustCompile(`[A-Za-z0-9+/=_-]{32,}`)
-)
+func redactArgv(argv []string) []string { return redactpkg.Argv(argv) }
 
-// redact replaces the values in s that look like secrets: key-like fields (secret, token,
-// password, key, ...) and their values, AWS access key ids, bearer tokens, and long runs of
-// base64 or hex.
-func redact(s string) string {
-	s = secretField.ReplaceAllString(s, "${1}"+redacted)
-	s = awsKeyID.ReplaceAllString(s, redacted)
-	s = bearer.ReplaceAllString(s, "${1} "+redacted)
-	return longToken.ReplaceAllStringFunc(s, func(t string) string {
-		if strings.ContainsAny(t, "0123456789") && strings.IndexFunc(t, isLetter) >= 0 {
-			return redacted
-		}
-		return t
-	})
-}
-
-func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
-
-// redactArgv is argv as an event or an error may show it.
-func redactArgv(argv []string) []string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = redact(a)
-	}
-	return out
-}
-
-// firstLine is the first non-empty line of s, at most 200 bytes, redacted.
-func firstLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			if len(l) > 200 {
-				l = l[:200] + "..."
-			}
-			return redact(l)
-		}
-	}
-	return ""
-}
+func firstLine(s string) string { return redactpkg.FirstLine(s) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/redact"
 	"github.com/sandboxd/sandboxd/internal/runas"
 )
 
@@ -81,17 +82,22 @@ func (r *Reclaimer) runCommand(ctx context.Context, c *cache, argv []string, uid
 	case err != nil && ctx.Err() != nil:
 		err = fmt.Errorf("killed after %s (reclaim's command timeout %s): %w", api.FormatDuration(took), api.FormatDuration(r.opts.CommandTimeout), ctx.Err())
 	case err != nil:
-		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+		// The tool's output says why it failed; it passes through the same redaction as a
+		// mount's refresh output (issue 21): a tool may echo a registry token or a key.
+		err = fmt.Errorf("%w: %s", err, redact.String(strings.TrimSpace(out.String())))
 	}
-	fields := map[string]any{"command": strings.Join(argv, " "), "cache": c.Path, "uid": uid, "seconds": took.Seconds()}
-	msg := fmt.Sprintf("ran %s for %s", strings.Join(argv, " "), c.Path)
+	// argv is root's config, shown as written (config show shows it too); redacting it
+	// would garble the long cache paths it names.
+	shown := strings.Join(argv, " ")
+	fields := map[string]any{"command": shown, "cache": c.Path, "uid": uid, "seconds": took.Seconds()}
+	msg := fmt.Sprintf("ran %s for %s", shown, c.Path)
 	if err != nil {
 		fields["error"] = err.Error()
 		msg = fmt.Sprintf("%s: %v", msg, err)
 	}
 	r.emit(api.EventCommand, c.Name, msg, fields)
 	if err != nil {
-		return fmt.Errorf("run %s for %s: %w", strings.Join(argv, " "), c.Path, err)
+		return fmt.Errorf("run %s for %s: %w", shown, c.Path, err)
 	}
 	return nil
 }
