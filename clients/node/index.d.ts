@@ -78,6 +78,8 @@ export interface LaunchOptions {
   needInodes?: number;
   mounts?: string[];
   deadline?: Duration;
+  /** Your job the command is for: the required mounts tied to it gate the launch too. */
+  job?: string;
 }
 
 export interface StartOptions extends Omit<SpawnOptions, 'stdio' | 'shell'> {

@@ -194,8 +194,8 @@ export class Client {
   events(since = 0) { return this.request('GET', `/v1/events?since=${Number(since)}`); }
 
   /** POST /v1/launch: the write-site check before a command (throws OutOfSpace, ...). */
-  launch({ site, needBytes, needInodes, mounts, deadline } = {}) {
-    const body = dropUndefined({ site, need_bytes: needBytes, need_inodes: needInodes, mounts, deadline: goDuration(deadline) });
+  launch({ site, needBytes, needInodes, mounts, deadline, job } = {}) {
+    const body = dropUndefined({ site, need_bytes: needBytes, need_inodes: needInodes, mounts, deadline: goDuration(deadline), job });
     const d = deadline === undefined ? 2000 : parseDuration(deadline);
     return this.request('POST', '/v1/launch', body, { timeout: Math.max(this.timeout, d + 1000) });
   }

@@ -95,10 +95,11 @@ class Client:
 
     def launch(self, site: Optional[str] = None, need_bytes: Optional[Size] = None,
                need_inodes: Optional[int] = None, mounts: Optional[Sequence[str]] = None,
-               deadline: Optional[Duration] = None) -> t.LaunchResponse:
-        """POST /v1/launch: the write-site check before a command (raises OutOfSpace, ...)."""
+               deadline: Optional[Duration] = None, job: Optional[str] = None) -> t.LaunchResponse:
+        """POST /v1/launch: the write-site check before a command (raises OutOfSpace, ...).
+        job: your job the command is for; the required mounts tied to it gate the launch."""
         body = _drop_none({"site": site, "need_bytes": need_bytes, "need_inodes": need_inodes,
-                           "mounts": list(mounts) if mounts is not None else None,
+                           "mounts": list(mounts) if mounts is not None else None, "job": job,
                            "deadline": _duration.go(deadline) if deadline is not None else None})
         d = _duration.seconds(deadline) if deadline is not None else 2.0
         return self._t.request("POST", "/v1/launch", body, timeout=max(self.timeout, d + 1))
