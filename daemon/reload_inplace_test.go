@@ -240,26 +240,30 @@ func TestReloadRaces(t *testing.T) {
 	}
 	// Drains: each is one event with its start and duration; two of one site never overlap.
 	type span struct{ from, to time.Time }
-	var drains []span
+	var drains map[string][]span // by site
+	n := 0
 	poll(t, 30*time.Second, "the drains to end", func() bool {
-		drains = drains[:0]
+		drains, n = map[string][]span{}, 0
 		for _, e := range td.eventsWith(t, api.EventPrune, "drain of site") {
 			at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e.Fields["started_at"]))
 			d, ok := e.Fields["duration_seconds"].(float64)
 			if err != nil || !ok {
 				t.Fatalf("drain event without started_at or duration_seconds: %+v", e)
 			}
-			drains = append(drains, span{at, at.Add(time.Duration(d * float64(time.Second)))})
+			drains[e.Subject] = append(drains[e.Subject], span{at, at.Add(time.Duration(d * float64(time.Second)))})
+			n++
 		}
 		st := td.status(t).Sites[0]
-		return len(drains) > 0 && st.PendingPrune == 0 && st.Files == 0
+		return n > 0 && st.PendingPrune == 0 && st.Files == 0
 	})
-	t.Logf("%d drains, %d reclaim runs", len(drains), len(runs))
-	for i := range drains {
-		for j := i + 1; j < len(drains); j++ {
-			a, b := drains[i], drains[j]
-			if a.from.Before(b.to) && b.from.Before(a.to) {
-				t.Fatalf("two drains of one site overlapped: %v–%v and %v–%v", a.from, a.to, b.from, b.to)
+	t.Logf("%d drains, %d reclaim runs", n, len(runs))
+	for site, spans := range drains {
+		for i := range spans {
+			for j := i + 1; j < len(spans); j++ {
+				a, b := spans[i], spans[j]
+				if a.from.Before(b.to) && b.from.Before(a.to) {
+					t.Fatalf("two drains of site %s overlapped: %v–%v and %v–%v", site, a.from, a.to, b.from, b.to)
+				}
 			}
 		}
 	}

@@ -127,7 +127,12 @@ func (s *site) drainLoop(ctx context.Context) {
 				s.unmuteGone(muted)
 				muted = nil
 			}
-			start := time.Now()
+			// The drain's start is the start of its first batch, on both clocks: taking
+			// the wall clock after the batch put started_at up to a batch's time (tens of
+			// ms on a loaded machine) after the deletions began, while duration_seconds
+			// counted from before them, so the event claimed the drain ran past its end
+			// (TestReloadRaces saw a stopped drain "overlap" its successor).
+			start, wall := time.Now(), s.m.opts.Now()
 			r, claimed := s.pruneClaimed(ctx, batch, pruneDrain)
 			if claimed == 0 {
 				if d != nil && s.scanLeft.Load() > 0 {
@@ -143,7 +148,7 @@ func (s *site) drainLoop(ctx context.Context) {
 			}
 			if r.Files > 0 || len(r.errs) > 0 {
 				if d == nil {
-					d = &drainRun{start: start, wall: s.m.opts.Now(), reasons: map[string]int64{}, lastReport: start}
+					d = &drainRun{start: start, wall: wall, reasons: map[string]int64{}, lastReport: start}
 				}
 				d.add(r, rate, full)
 				if muted == nil && !throttled && d.files+s.scanLeft.Load() >= muteGoneAfter {
@@ -181,7 +186,7 @@ func (s *site) drainLoop(ctx context.Context) {
 // drainRun adds up one drain's batches for its event.
 type drainRun struct {
 	start      time.Time // monotonic, for the duration
-	wall       time.Time
+	wall       time.Time // opts.Now at start: started_at
 	lastReport time.Time
 
 	files, bytes int64

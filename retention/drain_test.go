@@ -38,6 +38,7 @@ func staleSite(t *testing.T, dir string, n int) int {
 func TestDrainIsOneEvent(t *testing.T) {
 	dir := testenv.Tmpfs(t, 64<<20, 0)
 	files := staleSite(t, dir, 300) // 2,100 entries: 5 batches of 512 at least
+	began := time.Now()
 	h := run(t, Options{Sites: []SiteConfig{siteCfg("s", dir)}})
 	waitFor(t, "the drain", func() bool { return len(drainEvents(h)) > 0 })
 	time.Sleep(200 * time.Millisecond) // a second event would come now
@@ -50,6 +51,14 @@ func TestDrainIsOneEvent(t *testing.T) {
 	if f["files"] != int64(files) || f["jobs_total"] != 300 || f["first_job"] == "" || f["last_job"] == "" ||
 		f["drain_rate"] != 0 || f["full_speed"] != false || f["duration_seconds"] == nil || f["started_at"] == nil {
 		t.Errorf("drain event fields %+v; want files %d, 300 jobs, first and last job, rate 0", f, files)
+	}
+	// The span the event gives is the drain's: it starts no earlier than the manager and
+	// ends no later than the event that closes it (started_at was once taken after the
+	// first batch while the duration counted from before it, so the span ran past its end).
+	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(f["started_at"]))
+	dur, _ := f["duration_seconds"].(float64)
+	if end := at.Add(time.Duration(dur * float64(time.Second))); err != nil || at.Before(began) || end.After(e.Time) {
+		t.Errorf("drain span %v + %.6fs (ends %v) is not within [%v, the event's time %v] (%v)", f["started_at"], dur, end, began, e.Time, err)
 	}
 	if !strings.Contains(e.Message, "2,100 files") || !strings.Contains(e.Message, "300 jobs") || !strings.Contains(e.Message, "no rate limit") {
 		t.Errorf("drain event message %q lacks the totals", e.Message)
