@@ -133,6 +133,7 @@ func (w *Watcher) MarkReplace(path, reason string) {
 		fs.mark, fs.markAt = reason, now
 		fs.applyMark(&fs.fig, now, w.opts.TransitionPeriod)
 		events := w.evaluateLocked(fs, now, false)
+		w.changes.Add(1)
 		w.mu.Unlock()
 		w.emit(events)
 		return
@@ -143,6 +144,7 @@ func (w *Watcher) MarkReplace(path, reason string) {
 		reason: "MarkedByReclaim", message: msg, severity: sevCritical,
 		fields: map[string]any{"mark": reason},
 	})
+	w.changes.Add(1)
 	w.mu.Unlock()
 	if ok {
 		w.emit([]api.Event{ev})
@@ -167,6 +169,7 @@ func (w *Watcher) Answered(path string) {
 		events = append(events, w.evaluateLocked(fs, now, true)...)
 		fs.answered = now
 	}
+	w.changes.Add(1)
 	w.mu.Unlock()
 	w.emit(events)
 }

@@ -53,6 +53,7 @@ func (w *Watcher) Reconfigure(opts Options) bool {
 	}
 	w.opts.LeadTime = opts.LeadTime
 	w.conds.transition = opts.TransitionPeriod
+	w.changes.Add(1)
 	w.mu.Unlock()
 
 	if time.Duration(w.interval.Load()) != opts.SampleInterval || time.Duration(w.statfsTimeout.Load()) != opts.StatfsTimeout {

@@ -28,7 +28,18 @@ type Watcher struct {
 	fss      []*fsState
 	conds    *condSet
 	lastLoop time.Time
+
+	// changes moves after every sample, staleness check, mark and reconfiguration, under
+	// mu once its figures and conditions are in place: GET /v1/status keeps its document
+	// until it moves (Changes).
+	changes atomic.Uint64
 }
+
+// Changes is a counter that moves after every step that may change what Snapshot and
+// Conditions show: each answered statfs, each loop tick (staleness, expiring marks), a
+// replace mark, a reclaim's answer and a reconfiguration. It moves under the lock that
+// publishes the new figures, so whoever can read them can read the moved counter.
+func (w *Watcher) Changes() uint64 { return w.changes.Load() }
 
 // fsState is one watched filesystem; its fields are guarded by Watcher.mu.
 type fsState struct {
@@ -189,6 +200,7 @@ func (w *Watcher) markStale(now time.Time) {
 		}
 	}
 	events = append(events, w.expireMarks(now)...)
+	w.changes.Add(1)
 	w.mu.Unlock()
 	w.emit(events)
 }
@@ -217,6 +229,7 @@ func (w *Watcher) record(c *call) {
 		}
 		events = append(events, w.apply(fs, c)...)
 	}
+	w.changes.Add(1)
 	w.mu.Unlock()
 	w.emit(events)
 }

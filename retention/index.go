@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"math"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -153,6 +154,16 @@ type index struct {
 	seenFiles int64
 	seenBytes int64
 	dirty     []string // names written since their last lstat, settled in the background
+	// changes, when set, is the manager's change counter (Manager.Changes): every change
+	// of what a site's status shows from the index moves it.
+	changes *atomic.Uint64
+}
+
+// changed moves the manager's change counter.
+func (x *index) changed() {
+	if x.changes != nil {
+		x.changes.Add(1)
+	}
 }
 
 func newIndex() *index { return &index{jobs: map[string]*job{}} }
@@ -164,6 +175,7 @@ func prunable(j *job) bool {
 
 // place puts j in or out of the heap after any change to it.
 func (x *index) place(j *job) {
+	defer x.changed()
 	in := j.heapIdx >= 0
 	want := prunable(j)
 	switch {
@@ -181,6 +193,7 @@ func (x *index) place(j *job) {
 
 // upsert records name with fresh lstat figures and returns its job.
 func (x *index) upsert(name string, st fileStat) *job {
+	defer x.changed()
 	id := jobID(name)
 	j := x.jobs[id]
 	if j == nil {
@@ -208,6 +221,7 @@ func (x *index) upsert(name string, st fileStat) *job {
 
 // remove forgets name; it reports the job it belonged to (nil if unknown).
 func (x *index) remove(name string) *job {
+	defer x.changed()
 	j := x.jobs[jobID(name)]
 	if j == nil {
 		return nil

@@ -210,6 +210,7 @@ func (s *site) recountLocked() {
 		}
 	}
 	s.running, s.heldOldest = running, oldest
+	s.m.changes.Add(1)
 	for id := range s.sightings {
 		if _, ok := s.idx.jobs[id]; !ok {
 			delete(s.sightings, id)

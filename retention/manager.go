@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -24,6 +25,21 @@ type Manager struct {
 	wg     sync.WaitGroup
 
 	saveMu sync.Mutex // serialises writes of the sightings document
+
+	// changes moves with every change a site's status shows (its index, its prune
+	// totals, its problem, its running jobs): GET /v1/status keeps its document until it
+	// moves. Time alone (oldest_age_seconds, pending_prune) does not move it.
+	changes atomic.Uint64
+}
+
+// Changes is a counter that moves whenever anything Snapshot shows may have changed,
+// other than by the passing of time.
+func (m *Manager) Changes() uint64 { return m.changes.Load() }
+
+func (m *Manager) newIndex() *index {
+	x := newIndex()
+	x.changes = &m.changes
+	return x
 }
 
 // sightingsDoc is the state document of first sightings, per site and job id.

@@ -416,6 +416,7 @@ func (s *site) finish(picks []pick, now int64, mode pruneMode, res *PruneResult)
 	}
 	if res.Files > 0 {
 		s.lastPrune = timeFromNanos(now)
+		s.m.changes.Add(1)
 	}
 	if mode != pruneDrain {
 		res.Pending = s.pendingLocked(now)

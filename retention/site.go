@@ -77,7 +77,7 @@ func newSite(m *Manager, cfg SiteConfig, sightings map[string]sighting) *site {
 		sightings = map[string]sighting{}
 	}
 	return &site{
-		m: m, name: cfg.Name, path: cfg.Path, cfg: cfg, sem: make(chan struct{}, 1), idx: newIndex(),
+		m: m, name: cfg.Name, path: cfg.Path, cfg: cfg, sem: make(chan struct{}, 1), idx: m.newIndex(),
 		drainKick: make(chan struct{}, 1), recheckNow: make(chan struct{}, 1), started: make(chan struct{}),
 		sightings: sightings, pruned: map[string]int64{},
 		problem: notScanned, problemSince: m.opts.Now(),
@@ -91,6 +91,7 @@ func (s *site) setProblemLocked(p string) {
 	}
 	was := s.problem
 	s.problem = p
+	s.m.changes.Add(1)
 	s.problemSince = s.m.opts.Now()
 	if was == notScanned && p == "" {
 		return
@@ -196,8 +197,9 @@ func (s *site) detachLocked(problem string) {
 		s.root = nil
 	}
 	s.ready, s.filling = false, false
-	s.idx = newIndex()
+	s.idx = s.m.newIndex()
 	s.running, s.heldOldest = 0, 0
+	s.m.changes.Add(1)
 	if problem != "" {
 		s.setProblemLocked(problem)
 	}

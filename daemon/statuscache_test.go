@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/internal/testenv"
+)
+
+// TestStatusKeptDocumentIsNeverStale: GET /v1/status serves a kept document (issue 27),
+// and a change the daemon has seen shows in the very next GET: free bytes after the
+// sample that saw a write, a file in a site, a job registered and ended, a mount added,
+// a condition raised. Each step first GETs, so a document is kept, then changes the
+// disk or the registry, waits on the daemon's own view (its watcher, its site index,
+// its event log) until the daemon has seen the change, and then asks exactly once.
+func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
+	root := testenv.CgroupRoot(t)
+	mnt, site, body := siteOnTmpfs(t, 64<<20, 0, fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"1s\"\n", root))
+	// Conditions stay quiet until the last step: reclaim below 2 MiB of 64 MiB.
+	td := startDaemon(t, body)
+	ctx := context.Background()
+	status := func(what string) *api.Status {
+		t.Helper()
+		st, err := td.client.Status(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return st
+	}
+	fsOf := func(st *api.Status) api.Filesystem {
+		for _, f := range st.Filesystems {
+			if f.Path == mnt {
+				return f
+			}
+		}
+		t.Fatalf("no filesystem %s in status", mnt)
+		return api.Filesystem{}
+	}
+	c := td.d.current()
+
+	// Free bytes: 8 MiB written outside the site; the watcher's next sample sees it.
+	before := fsOf(status("before the write")).AvailBytes
+	status("again: the document is kept")
+	if err := os.WriteFile(filepath.Join(mnt, "fill"), make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "the watcher's sample of the write", func() bool {
+		for _, f := range c.pressure.Snapshot() {
+			if f.Path == mnt && f.AvailBytes+8<<20 <= before {
+				return true
+			}
+		}
+		return false
+	})
+	if got := fsOf(status("after the sample")).AvailBytes; got+8<<20 > before {
+		t.Errorf("status avail_bytes %d after the watcher sampled an 8 MiB write (before: %d): a stale document", got, before)
+	}
+
+	// A file in the site: the site's index counts it, and so does the next GET.
+	status("before the site file")
+	if err := os.WriteFile(filepath.Join(site, "job1.out"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "the site's index to count the file", func() bool {
+		s, err := c.sites.Site("aura-bg")
+		return err == nil && s.Files == 1
+	})
+	if st := status("after the site file"); len(st.Sites) != 1 || st.Sites[0].Files != 1 {
+		t.Errorf("status sites %+v after the index counted one file: a stale document", st.Sites)
+	}
+
+	// A job registered (a mutating call) shows at once; its end, recorded as an event
+	// when its process exits, shows in the GET after the event.
+	status("before the job")
+	p := jobSleeper(t)
+	if _, err := td.client.RegisterJob(ctx, api.JobRequest{ID: "kept1", PID: p.Process.Pid}); err != nil {
+		t.Fatal(err)
+	}
+	if st := status("after the registration"); st.Jobs == nil || st.Jobs.Running != 1 {
+		t.Fatalf("status jobs %+v right after a registration: a stale document", st.Jobs)
+	}
+	p.Process.Signal(syscall.SIGTERM)
+	poll(t, 10*time.Second, "the event of the job's end", func() bool {
+		page, err := td.client.Events(ctx, 0)
+		if err != nil {
+			return false
+		}
+		for _, e := range page.Events {
+			if e.Subject == "kept1" && strings.HasPrefix(e.Message, "job ") && e.Message != "job registered" {
+				return true
+			}
+		}
+		return false
+	})
+	if st := status("after the job ended"); st.Jobs == nil || st.Jobs.Running != 0 {
+		t.Errorf("status jobs %+v after the daemon recorded the job's end: a stale document", st.Jobs)
+	}
+
+	// A mount added (a mutating call) shows at once.
+	status("before the mount")
+	dir := filepath.Join(mnt, "m")
+	os.Mkdir(dir, 0o755)
+	if code, _, b := td.do(t, "POST", "/v1/mounts", `{"name":"kept","path":"`+dir+`","required":false}`); code != 201 {
+		t.Fatalf("register a mount: %d %s", code, b)
+	}
+	if st := status("after the mount"); len(st.Mounts) != 1 || st.Mounts[0].Name != "kept" {
+		t.Errorf("status mounts %+v right after a mount was added: a stale document", st.Mounts)
+	}
+
+	// A condition raised: fill to under reclaim_below (2 MiB); once the watcher raised
+	// DiskPressure, the next GET lists it.
+	status("before the condition")
+	var sf syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &sf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "fill2"), make([]byte, int64(sf.Bavail)*sf.Bsize-(1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raised := func(conds []api.Condition) bool {
+		for _, cd := range conds {
+			if cd.Type == api.CondDiskPressure && cd.Subject == mnt && cd.Status {
+				return true
+			}
+		}
+		return false
+	}
+	poll(t, 10*time.Second, "the watcher to raise DiskPressure", func() bool { return raised(c.pressure.Conditions()) })
+	if st := status("after the condition"); !raised(st.Conditions) {
+		t.Errorf("status conditions %+v after the watcher raised DiskPressure: a stale document", st.Conditions)
+	}
+}
