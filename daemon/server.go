@@ -57,11 +57,15 @@ func (d *Daemon) Routes() []string {
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	methods := map[string][]string{} // path -> methods, for 405's Allow
+	// static holds the routes without wildcards by path and method: a request for one is
+	// served without the mux's pattern matching (the mux matched twice per request, once
+	// for 404/405 and once to serve). Wildcard routes need the mux for PathValue.
+	static := map[string]map[string]http.HandlerFunc{}
 	for _, rt := range d.routes() {
 		rt := rt
 		method, path, _ := strings.Cut(rt.pattern, " ")
 		methods[path] = append(methods[path], method)
-		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+		h := func(w http.ResponseWriter, r *http.Request) {
 			if rt.mutating {
 				if err := d.authorize(r); err != nil {
 					writeProblem(w, err)
@@ -72,12 +76,23 @@ func (d *Daemon) Handler() http.Handler {
 			if err := rt.handler(w, r); err != nil {
 				writeProblem(w, asProblem(err))
 			}
-		})
+		}
+		mux.HandleFunc(rt.pattern, h)
+		if !strings.Contains(path, "{") && !strings.HasSuffix(path, "/") {
+			if static[path] == nil {
+				static[path] = map[string]http.HandlerFunc{}
+			}
+			static[path][method] = h
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, p := canonical(r)
 		if p != nil {
 			writeProblem(w, p)
+			return
+		}
+		if h, ok := static[r.URL.Path][r.Method]; ok {
+			h(w, r)
 			return
 		}
 		if _, pattern := mux.Handler(r); pattern != "" {
