@@ -389,6 +389,12 @@ if [ "${BENCH_CLIENTS:-1}" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------------
+if [ "${BENCH_STATUS:-1}" = 1 ]; then
+	log "issue 27: GET /v1/status at 32 clients vs bare handlers (constant, same bytes), launch p50 vs /livez (BENCH_STATUS=0 skips)"
+	BENCH_OUT="$OUT/status" "$ROOT/scripts/bench-status.sh" 2>&1 | tee "$OUT/status-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
 if [ "${BENCH_BOOT:-1}" = 1 ]; then
 	log "issue 22: sandboxd boot on a full disk (vs process start, vs df+rm) and image check of a 1 GiB image (vs dumpe2fs, e2fsck -fn) (BENCH_BOOT=0 skips)"
 	"$ROOT/scripts/bench-boot.sh" 2>&1 | tee "$OUT/boot-bench.txt"

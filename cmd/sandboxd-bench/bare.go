@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -20,6 +21,7 @@ func runBare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("bare", stderr)
 	socket := fs.String("socket", "", "Unix socket path to listen on (required)")
 	bodyFile := fs.String("body-file", "", "answer this file's bytes instead of a small constant JSON")
+	contentLength := fs.Bool("content-length", false, "set Content-Length (net/http chunks a body over 2 KiB without it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,10 +43,14 @@ func runBare(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		body = b
 	}
+	length := strconv.Itoa(len(body))
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
+			if *contentLength {
+				w.Header().Set("Content-Length", length)
+			}
 			w.Write(body)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,

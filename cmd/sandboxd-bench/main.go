@@ -32,6 +32,7 @@ func commands() []command {
 		{"time", "run a command after -- and print its wall time as a result line", runTimeCmd},
 		{"drain", "start the daemon after -- on a site of expired files; time it until they are gone", runDrain},
 		{"report", "read raw JSON result lines, print the summary table and verdicts", runReport},
+		{"ratio", "per-round ratio of two targets of one test, and its median", runRatio},
 	}
 }
 

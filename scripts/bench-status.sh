@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# scripts/bench-status.sh — issue 27's figures for GET /v1/status and launch, side by side
+# in one run on the binary as shipped (bin/sandboxd, `make build`):
+#   - GET /v1/status at 32 clients against a bare net/http handler answering a constant
+#     small JSON ("bare") and against bare handlers answering sandboxd's own status
+#     document ("bare-samebody": the handler of bench.sh section 1, no Content-Length;
+#     "bare-samebody-cl": the same with Content-Length, as sandboxd sends it);
+#     targets ≥ 0.7× bare and ≥ 0.8× the same bytes;
+#   - launch p50 on a site of 16,381 entries against /livez of the same daemon; target
+#     ≤ 1.5×.
+# Rounds are interleaved (A, B, C, A, B, C, ...); the summary prints the medians over
+# rounds and the ratios computed within each round (and their median), since on a loaded
+# machine the rounds move together. Part of `make bench` (BENCH_STATUS=0 skips it); runs
+# alone as `sudo scripts/bench-status.sh` after `make build`.
+#
+# Needs root (a private tmpfs) and bin/sandboxd. Nothing on this machine can be
+# reclaimed: the daemons watch only their tmpfs, with no caches.
+# Knobs: BENCH_ROUNDS (7), BENCH_SECONDS (1.5s per run), BENCH_OUT (result dir).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ROUNDS=${BENCH_ROUNDS:-7}
+SECS=${BENCH_SECONDS:-1.5s}
+OUT=${BENCH_OUT:-$ROOT/bench-results/status-$(date -u +%Y%m%dT%H%M%SZ)}
+GO=${GO:-go}
+command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bench-status: run as root (it mounts a tmpfs)" >&2
+	exit 1
+fi
+if [ ! -x bin/sandboxd ]; then
+	echo "bench-status: bin/sandboxd missing; run 'make build'" >&2
+	exit 1
+fi
+
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+WORK=$(mktemp -d /tmp/sandboxd-bench-status.XXXXXX)
+PIDS=()
+FS=$WORK/fs
+
+cleanup() {
+	local rc=$?
+	set +e
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	if mountpoint -q "$FS"; then umount "$FS" 2>/dev/null || umount -l "$FS"; fi
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '\n== %s  (%s, load %s)\n' "$*" "$(date -u +%H:%M:%S)" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+"$GO" build -o "$WORK/sandboxd-bench" ./cmd/sandboxd-bench
+SB=$WORK/sandboxd-bench
+SANDBOXD=$ROOT/bin/sandboxd
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git diff --quiet 2>/dev/null || echo '(dirty tree)')"
+	echo "sandboxd: $($SANDBOXD version 2>&1 | head -1)"
+	echo "nproc: $(nproc)"
+	echo "uptime at start: $(uptime)"
+	echo "rounds: $ROUNDS x $SECS per run"
+} | tee "$OUT/machine.txt"
+
+mkdir -p "$FS"
+# 8 GiB, as bench.sh: above the default reclaim_below (1.5 GiB), so no pressure and no
+# reclaim run the document would report (tmpfs pages are only used when written).
+mount -t tmpfs -o size=8g,mode=0755 sandboxd-bench-status "$FS"
+
+# daemon_config NAME: socket, state, watched path and site under $WORK, no caches;
+# everything else is the shipped default.
+daemon_config() {
+	local name=$1
+	mkdir -p "$FS/$name/site" "$WORK/$name/state"
+	cat >"$WORK/$name.toml" <<EOF
+version = 1
+[server]
+socket = "$WORK/$name.sock"
+state_dir = "$WORK/$name/state"
+[[filesystem]]
+path = "$FS/$name"
+reserve = "0"
+[[site]]
+name = "bench"
+path = "$FS/$name/site"
+[reclaim]
+auto_caches = []
+[jobs]
+registry_dir = "$WORK/$name/registry"
+EOF
+	"$SANDBOXD" config check "$WORK/$name.toml" >/dev/null
+}
+
+start() { # NAME ARGS... -> background process, waits for its socket to answer /livez
+	local name=$1
+	shift
+	"$@" 2>"$OUT/$name.log" &
+	PIDS+=("$!")
+	"$SB" get -socket "$WORK/$name.sock" -path /livez -wait 30s >/dev/null
+}
+
+load() { # TEST TARGET ROUND SOCKET [FLAGS...]
+	local test=$1 target=$2 round=$3 sock=$4
+	shift 4
+	"$SB" load -socket "$sock" -test "$test" -target "$target" -round "$round" "$@" | tee -a "$RESULTS" |
+		awk -v t="$test" -v g="$target" -v r="$round" '{
+			match($0, /"p50_us":[0-9.]+/); p50 = substr($0, RSTART + 9, RLENGTH - 9)
+			match($0, /"rps":[0-9.]+/); rps = substr($0, RSTART + 6, RLENGTH - 6)
+			match($0, /"errors":[0-9]+/); e = substr($0, RSTART + 9, RLENGTH - 9)
+			printf "  %-14s %-17s round %d  p50 %7.1f us  %7.0f req/s  errors %s\n", t, g, r, p50, rps, e }'
+}
+
+log "GET /v1/status at 32 clients: sandboxd vs bare handlers (constant, same bytes, same bytes with Content-Length)"
+daemon_config status
+start status "$SANDBOXD" serve --config "$WORK/status.toml"
+"$SB" get -socket "$WORK/status.sock" -path /readyz -wait 30s >/dev/null
+# The document grows after ready (the start-up reclaim's report, the conditions' first
+# states): the bare servers answer it as it is once settled, the bytes sandboxd sends
+# during the runs (checked again after them).
+sleep 3
+"$SB" get -socket "$WORK/status.sock" -path /v1/status >"$OUT/status.json"
+echo "  status document: $(wc -c <"$OUT/status.json") bytes"
+start bare "$SB" bare -socket "$WORK/bare.sock"
+start bare2 "$SB" bare -socket "$WORK/bare2.sock" -body-file "$OUT/status.json"
+start bare3 "$SB" bare -socket "$WORK/bare3.sock" -body-file "$OUT/status.json" -content-length
+for r in $(seq "$ROUNDS"); do
+	for t in sandboxd:status bare:bare bare-samebody:bare2 bare-samebody-cl:bare3; do
+		load status-c32 "${t%%:*}" "$r" "$WORK/${t#*:}.sock" -path /v1/status -clients 32 -duration "$SECS"
+	done
+	load livez-c32 sandboxd "$r" "$WORK/status.sock" -path /livez -clients 32 -duration "$SECS"
+done
+for r in $(seq "$ROUNDS"); do
+	for t in sandboxd:status bare:bare bare-samebody:bare2; do
+		load status-c1 "${t%%:*}" "$r" "$WORK/${t#*:}.sock" -path /v1/status -duration "$SECS"
+	done
+done
+"$SB" get -socket "$WORK/status.sock" -path /v1/status >"$OUT/status-after.json"
+echo "  status document after the runs: $(wc -c <"$OUT/status-after.json") bytes (the bare servers sent $(wc -c <"$OUT/status.json"))"
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+PIDS=()
+
+log "launch on a site of 16,381 unexpired entries vs /livez of the same daemon (1 client)"
+daemon_config launch
+"$SB" fill -dir "$FS/launch/site" -n 16381
+start launch "$SANDBOXD" serve --config "$WORK/launch.toml"
+# ready means sampled, not indexed: wait until the site's first scan counts every entry
+for _ in $(seq 300); do
+	"$SB" get -socket "$WORK/launch.sock" -path /v1/status >"$OUT/launch-status.json"
+	grep -q '"files":16381,' "$OUT/launch-status.json" && break
+	sleep 0.1
+done
+for r in $(seq "$ROUNDS"); do
+	load launch16k launch "$r" "$WORK/launch.sock" -method POST -path /v1/launch -body '{"site":"bench"}' -duration "$SECS"
+	load launch16k livez "$r" "$WORK/launch.sock" -path /livez -duration "$SECS"
+done
+
+log "summary (medians over rounds; ratios within each round; raw results in $OUT)"
+{
+	"$SB" report -in "$RESULTS" | sed -n '1,/^$/p'
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare-samebody
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare-samebody-cl
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a bare-samebody -b bare
+	"$SB" ratio -in "$RESULTS" -test status-c1 -field p50 -a sandboxd -b bare-samebody
+	"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch -b livez
+	echo "status document: $(wc -c <"$OUT/status.json") bytes before the runs, $(wc -c <"$OUT/status-after.json") after"
+	echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/summary.txt"
