@@ -10,7 +10,43 @@ const (
 	RouteJobGet       = "GET /v1/jobs/{id}"
 	RouteJobDelete    = "DELETE /v1/jobs/{id}"
 	RouteJobHeartbeat = "POST /v1/jobs/{id}/heartbeat"
+	// RouteJobsSpawn registers a job whose first process the caller has yet to start: on
+	// success the connection switches protocols (101, Upgrade: SpawnProtocol), the daemon
+	// sends the job's cgroup directory fd (SCM_RIGHTS) and the caller starts its command
+	// straight in that cgroup with clone3(CLONE_INTO_CGROUP), then reports the child's
+	// pidfd (issue 27; docs/api.md "Spawning a job").
+	RouteJobsSpawn = "POST /v1/jobs/spawn"
 )
+
+// SpawnProtocol is the Upgrade token of POST /v1/jobs/spawn.
+const SpawnProtocol = "sandboxd-spawn/1"
+
+// SpawnOffer is the first line the daemon sends after the 101 of POST /v1/jobs/spawn,
+// with the job's cgroup directory fd attached (SCM_RIGHTS, opened O_PATH|O_DIRECTORY).
+// Job is registered with pid 0 until the report names its process.
+type SpawnOffer struct {
+	Job Job `json:"job"`
+}
+
+// SpawnReport is the caller's one line after the offer. Exactly one of: Spawned, with the
+// child's pidfd attached (SCM_RIGHTS), the process the daemon verifies and pins as the job;
+// Migrate, when the spawn into the cgroup failed (a kernel before 5.7, a caller the kernel
+// does not let write the cgroup, see docs/operations.md), to register the calling process
+// itself by migration instead, as POST /v1/jobs without a pid does; Abort (a reason) to
+// register nothing.
+type SpawnReport struct {
+	Spawned bool   `json:"spawned,omitempty"`
+	Migrate bool   `json:"migrate,omitempty"`
+	Abort   string `json:"abort,omitempty"`
+	// Error is why the spawn failed, with Migrate or Abort (logged by the daemon).
+	Error string `json:"error,omitempty"`
+}
+
+// SpawnAnswer is the daemon's last line: the job as registered, or why it is not.
+type SpawnAnswer struct {
+	Job     *Job     `json:"job,omitempty"`
+	Problem *Problem `json:"problem,omitempty"`
+}
 
 // JobIDEnv is the environment variable sandboxd run exports to its command: the job's id.
 const JobIDEnv = "SANDBOXD_JOB_ID"
@@ -53,6 +89,10 @@ type JobRequest struct {
 	// Lease names a shared lease (v1.2): every job of it is renewed by one heartbeat
 	// (POST /v1/leases/{name}/heartbeat) and ended with it. "" = the job's own lease.
 	Lease string `json:"lease,omitempty"`
+	// Launch, when present, is the launch check (POST /v1/launch) made in the same call,
+	// before anything is registered: a refused launch answers its own problem and
+	// registers nothing (issue 27 item 2). Its answer is the job's "launch".
+	Launch *LaunchRequest `json:"launch,omitempty"`
 }
 
 // HeartbeatRequest is the body of POST /v1/jobs/{id}/heartbeat.
@@ -81,8 +121,10 @@ type Job struct {
 	Processes      int               `json:"processes"`
 	Labels         map[string]string `json:"labels"`
 	// Owner is who registered the job: only that uid or root may end or heartbeat it.
-	Owner    *JobOwner `json:"owner,omitempty"`
-	Warnings []string  `json:"warnings,omitempty"`
+	Owner *JobOwner `json:"owner,omitempty"`
+	// Launch is the launch check's answer when the registration carried one.
+	Launch   *LaunchResponse `json:"launch,omitempty"`
+	Warnings []string        `json:"warnings,omitempty"`
 }
 
 // JobOwner is the uid that registered a job and the pid namespace it called from.

@@ -68,6 +68,7 @@ var _ retention.JobHolder = jobHolder{}
 func (d *Daemon) jobRoutes() []route {
 	return []route{
 		{api.RouteJobsRegister, d.handleJobRegister, true},
+		{api.RouteJobsSpawn, d.handleJobSpawn, true},
 		{api.RouteJobsList, d.handleJobsList, false},
 		{api.RouteJobsLeaks, d.handleJobsLeaks, false},
 		{api.RouteJobGet, d.handleJobGet, false},
@@ -101,14 +102,28 @@ func (d *Daemon) handleJobRegister(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	defer proc.Close()
+	launch, err := d.jobLaunch(r.Context(), req.Launch, p.UID)
+	if err != nil {
+		return err
+	}
 	j, err := d.jobReg.Register(req, jobs.Caller{UID: p.UID, Peer: proc})
 	if err != nil {
 		return err
 	}
 	d.touchActivity()
+	j.Launch = launch
 	j.Warnings = append(j.Warnings, warnings...)
 	writeJSON(w, http.StatusCreated, j)
 	return nil
+}
+
+// jobLaunch is the launch check a registration carries (issue 27 item 2: one call where a
+// runner made two), before anything is registered: its refusal is the call's answer.
+func (d *Daemon) jobLaunch(ctx context.Context, req *api.LaunchRequest, uid uint32) (*api.LaunchResponse, error) {
+	if req == nil {
+		return nil, nil
+	}
+	return d.launchCall(ctx, *req, uid, nil, time.Now())
 }
 
 // peerProcess pins the process at the other end of p's connection (jobs.PeerOf): a job

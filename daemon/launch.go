@@ -25,7 +25,18 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 		d.metrics.launchDone(string(asProblem(err).Code), start)
 		return err
 	}
-	resp, err := d.launchAs(r.Context(), req, peerFrom(r.Context()).UID)
+	resp, err := d.launchCall(r.Context(), req, peerFrom(r.Context()).UID, warnings, start)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// launchCall is one launch check as a call answers it (POST /v1/launch, or the "launch"
+// of a job registration): counted in the metrics, a refusal recorded as an event.
+func (d *Daemon) launchCall(ctx context.Context, req api.LaunchRequest, uid uint32, warnings []string, start time.Time) (*api.LaunchResponse, error) {
+	resp, err := d.launchAs(ctx, req, uid)
 	if err != nil {
 		p := asProblem(err)
 		p.Warnings = append(p.Warnings, warnings...)
@@ -38,13 +49,12 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 			d.events.Record(api.Event{Kind: api.EventRefusal, Subject: subject, Message: "launch refused: " + p.Detail,
 				Fields: map[string]any{"code": string(p.Code)}})
 		}
-		return p
+		return nil, p
 	}
 	resp.Warnings = append(resp.Warnings, warnings...)
 	d.metrics.launchDone("ok", start)
 	d.touchActivity()
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return resp, nil
 }
 
 // Launch runs the write-site policy: bounded retention on the site, the space check

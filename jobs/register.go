@@ -46,8 +46,50 @@ func bad(format string, args ...any) error {
 // Register makes pid a job: it moves the process into <root>/jobs/<id>, so everything it
 // forks from then on is the job's, and starts its lease. Errors are *api.Problem.
 func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
+	a, err := m.check(&req, by, pidFrom)
+	if err != nil {
+		return api.Job{}, err
+	}
+
+	// Pin the process first: whatever happens to the pid number, fd names this process.
+	// The caller itself is pinned already, by the kernel's own account of the connection.
+	fd := -1
+	if by.Peer != nil && by.Peer.PID == req.PID && by.Peer.Pidfd >= 0 {
+		fd = by.Peer.Pidfd
+	} else {
+		var err error
+		if fd, err = unix.PidfdOpen(req.PID, 0); err != nil {
+			return api.Job{}, bad("field \"pid\": no process %d (%v)", req.PID, err)
+		}
+		defer unix.Close(fd)
+	}
+	if err := m.checkPid(req.PID, by); err != nil {
+		return api.Job{}, err
+	}
+	j, err := m.admit(req, by, a)
+	if err != nil {
+		return api.Job{}, err
+	}
+	if err := m.place(j, fd); err != nil {
+		m.drop(j)
+		return api.Job{}, err
+	}
+	return m.placed(j, a), nil
+}
+
+// admission is what check settled about a registration besides the request itself.
+type admission struct {
+	ttl, life, grace time.Duration
+	warnings         []string
+	id               string // the job id as asked (its key is the owner's: jobKey)
+	by               Caller
+}
+
+// check validates req (filling in a generated id) as a registration by by; pid settles
+// which process it names (pidFrom, or nothing for a spawned job). Errors are *api.Problem.
+func (m *Manager) check(req *api.JobRequest, by Caller, pid func(*api.JobRequest, Caller) error) (admission, error) {
 	if m.unavailable != "" {
-		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "jobs are unavailable on this host: %s", m.unavailable)
+		return admission{}, api.NewProblem(api.CodeJobsUnavailable, "jobs are unavailable on this host: %s", m.unavailable)
 	}
 	m.mu.Lock()
 	lim := m.opts // SetLimits may change them under mu
@@ -59,22 +101,22 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		req.ID = hex.EncodeToString(b[:])
 	}
 	if err := validID(req.ID); err != nil {
-		return api.Job{}, bad("field \"id\": %v", err)
+		return admission{}, bad("field \"id\": %v", err)
 	}
-	if err := pidFrom(&req, by); err != nil {
-		return api.Job{}, err
+	if err := pid(req, by); err != nil {
+		return admission{}, err
 	}
 	ttl := lim.DefaultTTL
 	if req.TTL != nil {
 		if ttl = req.TTL.D(); ttl <= 0 {
-			return api.Job{}, bad("field \"ttl\": the lease must be longer than 0s, got %s", api.FormatDuration(ttl))
+			return admission{}, bad("field \"ttl\": the lease must be longer than 0s, got %s", api.FormatDuration(ttl))
 		}
 	}
 	life := lim.MaxLifetime
 	if req.MaxLifetime != nil {
 		switch v := req.MaxLifetime.D(); {
 		case v <= 0:
-			return api.Job{}, bad("field \"max_lifetime\": must be longer than 0s, got %s", api.FormatDuration(v))
+			return admission{}, bad("field \"max_lifetime\": must be longer than 0s, got %s", api.FormatDuration(v))
 		case v > life:
 			warnings = append(warnings, fmt.Sprintf("max_lifetime %s is above the cap [jobs] max_lifetime = %s: clamped to %s", api.FormatDuration(v), api.FormatDuration(life), api.FormatDuration(life)))
 		default:
@@ -96,41 +138,34 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 	if req.Lease != "" {
 		if err := validID(req.Lease); err != nil {
-			return api.Job{}, bad("field \"lease\": %v", strings.Replace(err.Error(), "job id", "lease name", 1))
+			return admission{}, bad("field \"lease\": %v", strings.Replace(err.Error(), "job id", "lease name", 1))
 		}
 	}
 	if req.Site != "" && lim.SiteKnown != nil && !lim.SiteKnown(req.Site) {
-		return api.Job{}, api.NewProblem(api.CodeNotFound, "field \"site\": no site %q is configured", req.Site)
+		return admission{}, api.NewProblem(api.CodeNotFound, "field \"site\": no site %q is configured", req.Site)
 	}
 	if len(req.Labels) > maxLabels {
-		return api.Job{}, bad("field \"labels\": at most %d labels, got %d", maxLabels, len(req.Labels))
+		return admission{}, bad("field \"labels\": at most %d labels, got %d", maxLabels, len(req.Labels))
 	}
 	for k, v := range req.Labels {
 		if k == "" || len(k) > maxLabelKey || len(v) > maxLabelValue {
-			return api.Job{}, bad("field \"labels\": label %.40q: keys are 1 to %d bytes, values at most %d", k, maxLabelKey, maxLabelValue)
+			return admission{}, bad("field \"labels\": label %.40q: keys are 1 to %d bytes, values at most %d", k, maxLabelKey, maxLabelValue)
 		}
 	}
 
-	// Pin the process first: whatever happens to the pid number, fd names this process.
-	// The caller itself is pinned already, by the kernel's own account of the connection.
-	fd := -1
-	if by.Peer != nil && by.Peer.PID == req.PID && by.Peer.Pidfd >= 0 {
-		fd = by.Peer.Pidfd
-	} else {
-		var err error
-		if fd, err = unix.PidfdOpen(req.PID, 0); err != nil {
-			return api.Job{}, bad("field \"pid\": no process %d (%v)", req.PID, err)
-		}
-		defer unix.Close(fd)
-	}
-	if err := m.checkPid(req.PID, by); err != nil {
-		return api.Job{}, err
-	}
+	return admission{ttl: ttl, life: life, grace: grace, warnings: warnings, id: req.ID, by: by}, nil
+}
 
+// admit reserves req.ID for a checked registration and writes it down first: a job that
+// could not be made durable is refused before any process is moved or started, never
+// answered 201 and forgotten by a restart. The job is placing until placed or dropped.
+func (m *Manager) admit(req api.JobRequest, by Caller, a admission) (*job, error) {
+	ttl, life, grace := a.ttl, a.life, a.grace
 	// The job's key: its id within its owner's namespace (owner.go), so another uid can
 	// never hold the id this caller will use.
 	key := jobKey(by.UID, req.ID)
 	m.mu.Lock()
+	lim := m.opts
 	for _, k := range []string{key, req.ID} {
 		old, ok := m.jobs[k]
 		if !ok || !(old.live() || old.State == api.JobLeaked) || k != key && m.ownerUIDLocked(old) != by.UID {
@@ -138,7 +173,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		}
 		owner := m.ownerUIDLocked(old)
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, owner uid %d, since %s)",
+		return nil, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, owner uid %d, since %s)",
 			req.ID, old.State, old.PID, owner, old.StartedAt.Format(time.RFC3339))
 	}
 	live := 0
@@ -149,11 +184,11 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 	if live >= lim.MaxJobs {
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "the registry is full: %d live jobs, the most this daemon holds; end some first", live)
+		return nil, api.NewProblem(api.CodeJobsUnavailable, "the registry is full: %d live jobs, the most this daemon holds; end some first", live)
 	}
 	if n := m.liveOfLocked(by.UID); !by.privileged() && n >= lim.MaxPerUID {
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeJobsUnavailable, "uid %d holds %d live jobs, the most one uid may ([jobs] max_per_uid = %d); end some first", by.UID, n, lim.MaxPerUID)
+		return nil, api.NewProblem(api.CodeJobsUnavailable, "uid %d holds %d live jobs, the most one uid may ([jobs] max_per_uid = %d); end some first", by.UID, n, lim.MaxPerUID)
 	}
 	// Reserve the id while the cgroup is made, so a concurrent call for it gets 409, and
 	// write the registration down first: a job that could not be made durable is refused
@@ -175,7 +210,7 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	c := *j
 	if err := m.logLocked(append(recs, record{Op: "put", Job: &c})...); err != nil {
 		m.mu.Unlock()
-		return api.Job{}, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
+		return nil, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
 	}
 	delete(m.jobs, key)
 	m.jobs[key] = j
@@ -184,16 +219,22 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	}
 	m.mu.Unlock()
 
-	if err := m.place(j, fd); err != nil {
-		m.mu.Lock()
-		if m.jobs[key] == j {
-			delete(m.jobs, key)
-			m.logLocked(record{Op: "forget", ID: key})
-		}
-		m.mu.Unlock()
-		return api.Job{}, err
-	}
+	return j, nil
+}
 
+// drop forgets a job whose placing failed.
+func (m *Manager) drop(j *job) {
+	m.mu.Lock()
+	if m.jobs[j.ID] == j {
+		delete(m.jobs, j.ID)
+		m.logLocked(record{Op: "forget", ID: j.ID})
+	}
+	m.mu.Unlock()
+}
+
+// placed ends j's placing: its process is in its cgroup, the dead-man switch takes it.
+func (m *Manager) placed(j *job, a admission) api.Job {
+	now := m.opts.Now()
 	m.mu.Lock()
 	j.placing = false
 	m.lastActivity = now
@@ -205,10 +246,10 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 	m.mu.Unlock()
 	m.kick()
 	v.Processes = countProcs(j.Cgroup)
-	v.Warnings = warnings
-	m.emit(api.Event{Kind: api.EventJob, Subject: req.ID, Message: "job registered by " + by.String(),
-		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": ttl.String(), "max_lifetime": life.String(), "site": j.Site, "owner_uid": by.UID}})
-	return v, nil // the event is the log line (issue 23: every job event was logged twice)
+	v.Warnings = a.warnings
+	m.emit(api.Event{Kind: api.EventJob, Subject: a.id, Message: "job registered by " + a.by.String(),
+		Fields: map[string]any{"pid": j.PID, "cgroup": j.Cgroup, "ttl": a.ttl.String(), "max_lifetime": a.life.String(), "site": j.Site, "owner_uid": a.by.UID}})
+	return v // the event is the log line (issue 23: every job event was logged twice)
 }
 
 // pidFrom settles which process req registers. Without a pid in the body it is the
@@ -267,6 +308,14 @@ func (m *Manager) checkPid(pid int, by Caller) error {
 
 // place makes the job's cgroup and moves the pinned process into it.
 func (m *Manager) place(j *job, fd int) error {
+	if err := m.makeCgroup(j); err != nil {
+		return err
+	}
+	return m.move(j, j.PID, fd)
+}
+
+// makeCgroup makes the job's cgroup (reusing an empty one the registry does not know).
+func (m *Manager) makeCgroup(j *job) error {
 	if err := m.ensureRoot(); err != nil {
 		return api.NewProblem(api.CodeJobsUnavailable, "cgroup root %s: %v", m.root, err)
 	}
@@ -293,18 +342,26 @@ func (m *Manager) place(j *job, fd int) error {
 			return api.NewProblem(api.CodeConflict, "cgroup %s already has %d processes that no registered job holds (see GET /v1/jobs/leaks)", dir, n)
 		}
 	}
-	if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(j.PID)); err != nil {
+	return nil
+}
+
+// move migrates the process pid, pinned by fd, into j's cgroup (a write to cgroup.procs,
+// which waits for the kernel's cgroup synchronization: the slow part of a registration
+// that spawn.go avoids). On failure the cgroup is removed.
+func (m *Manager) move(j *job, pid, fd int) error {
+	dir := j.Cgroup
+	if err := writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 		removeTree(dir)
 		if errors.Is(err, unix.ESRCH) {
-			return bad("field \"pid\": process %d exited during registration", j.PID)
+			return bad("field \"pid\": process %d exited during registration", pid)
 		}
-		return api.NewProblem(api.CodeJobsUnavailable, "move process %d into %s: %v", j.PID, dir, err)
+		return api.NewProblem(api.CodeJobsUnavailable, "move process %d into %s: %v", pid, dir, err)
 	}
 	// The process the pidfd names is alive now, so it was alive all along and the pid
 	// number we wrote could only have named it, never a reused pid.
 	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
 		removeTree(dir)
-		return bad("field \"pid\": process %d exited during registration", j.PID)
+		return bad("field \"pid\": process %d exited during registration", pid)
 	}
 	return nil
 }

@@ -129,6 +129,11 @@ func runJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req 
 		return 127
 	}
 	c := inv.client()
+	if os.Getenv(detachFDEnv) == "" {
+		if code, done := spawnJob(ctx, inv, launch, req, path, argv, problemFile); done {
+			return code
+		}
+	}
 	resp, err := c.Launch(ctx, launch)
 	if err != nil {
 		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile)

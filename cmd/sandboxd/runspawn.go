@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
+)
+
+// spawnJob is `sandboxd run`'s path since issue 27: one call (POST /v1/jobs/spawn) makes
+// the launch check and registers the job, the daemon sends the job's cgroup fd, and CMD is
+// started straight in that cgroup with clone3(CLONE_INTO_CGROUP), its pidfd reported back.
+// No process is migrated between cgroups (the write to cgroup.procs that waits for the
+// kernel's cgroup synchronization). run stays CMD's parent outside the job: it forwards
+// signals, and exits with CMD's status, or dies of CMD's signal, as exec in place did.
+//
+// When the kernel refuses the spawn (before 5.7, or a non-root runner of a root daemon:
+// see docs/operations.md) the daemon moves run itself into the cgroup instead and run execs
+// CMD in place, the path before issue 27. done is false only when the daemon predates
+// POST /v1/jobs/spawn: the two calls follow then.
+func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req api.JobRequest, path string, argv []string, problemFile string) (code int, done bool) {
+	req.Launch = &launch
+	c := inv.client()
+	sp, err := c.BeginSpawn(ctx, req)
+	if err != nil {
+		if client.SpawnUnsupported(err) {
+			return 0, false
+		}
+		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile), true
+	}
+	defer sp.Close()
+	j := sp.Job
+	if l := j.Launch; l != nil && l.Advice != nil {
+		fmt.Fprintf(inv.stderr, "%s: advice: %s: %s\n", inv.name, *l.Advice, l.Detail)
+	}
+	env := append(os.Environ(), api.JobIDEnv+"="+j.ID, api.JobCgroupEnv+"="+j.Cgroup)
+
+	// Spawn from a thread that lives as long as run: Pdeathsig fires when the forking
+	// thread ends, and run's death must end CMD as it did when run was CMD.
+	runtime.LockOSThread()
+	pidfd := -1
+	attr := &syscall.ProcAttr{Env: env, Files: inheritedFds(),
+		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: sp.CgroupFD, PidFD: &pidfd, Pdeathsig: syscall.SIGKILL}}
+	// Catch the forwarded signals before the child exists, so none is lost between.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
+	var pid int
+	if client.SpawnDisabled() {
+		err = fmt.Errorf("%s=1 (the test hook of the migration path): %w", client.NoSpawnEnv, syscall.ENOSYS)
+	} else {
+		pid, err = syscall.ForkExec(path, argv, attr)
+	}
+	if err != nil {
+		signal.Stop(sigs)
+		if !client.CloneIntoCgroupFailed(err) {
+			sp.Abort(err.Error())
+			fmt.Fprintf(inv.stderr, "%s: exec %s: %v\n", inv.name, path, err)
+			if errors.Is(err, syscall.ENOENT) {
+				return 127, true
+			}
+			return 126, true
+		}
+		return migrateAndExec(inv, sp, err, path, argv, env, launch, problemFile), true
+	}
+	if err := sp.Spawned(pidfd); err != nil {
+		// The daemon never got the report: it kills what is in the cgroup and registers
+		// nothing. Say so and end CMD too rather than leave it running unleased.
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		waitChild(pid)
+		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile), true
+	}
+	printSpawned(inv, j)
+	results := make(chan error, 1)
+	go func() {
+		got, err := sp.Result()
+		if err == nil {
+			for _, w := range got.Warnings {
+				fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+			}
+		}
+		results <- err
+	}()
+	fg := foregroundOfTerminal()
+	exited := make(chan syscall.WaitStatus, 1)
+	go func() { exited <- waitChild(pid) }()
+	var ws syscall.WaitStatus
+	var resErr error
+	gotResult := false
+wait:
+	for {
+		select {
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			if fg && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGWINCH) {
+				continue // the terminal sent it to CMD's process group too
+			}
+			unix.PidfdSendSignal(pidfd, unix.Signal(sig), nil, 0)
+		case resErr = <-results:
+			gotResult = true
+		case ws = <-exited:
+			break wait
+		}
+	}
+	signal.Stop(sigs)
+	unix.Close(pidfd)
+	if !gotResult {
+		// CMD is done; the daemon's answer comes at once unless it is stopped: CMD's
+		// status does not wait for it.
+		select {
+		case resErr = <-results:
+		default:
+		}
+	}
+	if resErr != nil {
+		var pe *client.ProblemError
+		if errors.As(resErr, &pe) {
+			return runFailed(resErr, inv, inv.siteDisk(launch.Site), problemFile), true
+		}
+	}
+	return exitLike(ws), true
+}
+
+// migrateAndExec is the fallback: the daemon moves run itself into the job's cgroup and
+// run execs CMD in place.
+func migrateAndExec(inv *invocation, sp *client.Spawning, why error, path string, argv, env []string, launch api.LaunchRequest, problemFile string) int {
+	j, err := sp.Migrate(why)
+	if err != nil {
+		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile)
+	}
+	sp.Close()
+	for _, w := range j.Warnings {
+		fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+	}
+	printSpawned(inv, *j)
+	err = syscall.Exec(path, argv, env)
+	fmt.Fprintf(inv.stderr, "%s: exec %s: %v\n", inv.name, path, err)
+	return 126
+}
+
+func printSpawned(inv *invocation, j api.Job) {
+	if inv.g.json {
+		printJSON(inv.stderr, j)
+		return
+	}
+	fmt.Fprintf(inv.stderr, "%s: job %s (cgroup %s, lease until %s, deadline %s)\n", inv.name, j.ID, j.Cgroup,
+		j.LeaseExpiresAt.Format("15:04:05"), j.DeadlineAt.Format("2006-01-02 15:04:05"))
+}
+
+// inheritedFds are the fds CMD gets: every fd of run without close-on-exec, at its own
+// number, as exec in place passed them (`sandboxd run -- cmd 3<file` keeps its fd 3).
+// Without /proc, stdin, stdout and stderr.
+func inheritedFds() []uintptr {
+	std := []uintptr{0, 1, 2}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return std
+	}
+	var open []int
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
+			open = append(open, fd)
+		}
+	}
+	if len(open) == 0 {
+		return std
+	}
+	sort.Ints(open)
+	out := make([]uintptr, open[len(open)-1]+1)
+	for i := range out {
+		out[i] = ^uintptr(0) // closed in the child
+	}
+	for _, fd := range open {
+		out[fd] = uintptr(fd)
+	}
+	return out
+}
+
+// foregroundOfTerminal: run's process group is the foreground of its terminal, so ^C and
+// ^\ reach CMD (in the same group) from the terminal itself and are not forwarded twice.
+func foregroundOfTerminal() bool {
+	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && pg == unix.Getpgrp()
+}
+
+func waitChild(pid int) syscall.WaitStatus {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err != syscall.EINTR {
+			return ws
+		}
+	}
+}
+
+// exitLike ends run as CMD ended: its exit status, or death by its signal (re-raised with
+// the default action, as a shell reports a command that exec in place would have been).
+func exitLike(ws syscall.WaitStatus) int {
+	if ws.Exited() {
+		return ws.ExitStatus()
+	}
+	if ws.Signaled() {
+		sig := ws.Signal()
+		signal.Reset(sig)
+		if sig != syscall.SIGKILL && sig != syscall.SIGSTOP {
+			unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}) // CMD dumped its core already
+		}
+		syscall.Kill(os.Getpid(), sig)
+		return 128 + int(sig)
+	}
+	return 128
+}
