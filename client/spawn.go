@@ -33,9 +33,10 @@ type Spawning struct {
 	Job      api.Job
 	CgroupFD int
 
-	conn *net.UnixConn
-	r    *bufio.Reader
-	sent bool
+	conn    *net.UnixConn
+	r       *bufio.Reader
+	sent    bool
+	timeout time.Duration
 }
 
 // msgReader reads a Unix connection with recvmsg, keeping the fds that come with it.
@@ -47,6 +48,9 @@ type msgReader struct {
 func (m *msgReader) Read(p []byte) (int, error) {
 	oob := make([]byte, syscall.CmsgSpace(4*4))
 	n, oobn, _, _, err := m.c.ReadMsgUnix(p, oob)
+	if n < 0 {
+		n = 0
+	}
 	if oobn > 0 {
 		if msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 			for _, cm := range msgs {
@@ -144,7 +148,7 @@ func (c *Client) BeginSpawn(ctx context.Context, req api.JobRequest) (*Spawning,
 	}
 	ok = true
 	conn.SetDeadline(time.Time{})
-	return &Spawning{Job: offer.Job, CgroupFD: mr.fds[0], conn: conn, r: br}, nil
+	return &Spawning{Job: offer.Job, CgroupFD: mr.fds[0], conn: conn, r: br, timeout: timeout}, nil
 }
 
 // SpawnUnsupported says whether err from BeginSpawn means the daemon predates
@@ -171,7 +175,10 @@ func CloneIntoCgroupFailed(err error) bool {
 }
 
 // Spawned reports the child started in the job's cgroup, by its pidfd (SysProcAttr
-// PidFD), before the caller waits for it. It does not wait for the daemon's answer.
+// PidFD). It does not wait for the daemon's answer, but the caller must not reap the
+// child before Result answered: the daemon checks the process the pidfd names (a zombie
+// still counts; a reaped one cannot be checked and is refused). Wait for its exit with
+// waitid(P_PIDFD, WEXITED|WNOWAIT) meanwhile, as sandboxd run does.
 func (s *Spawning) Spawned(pidfd int) error {
 	return s.send(api.SpawnReport{Spawned: true}, syscall.UnixRights(pidfd))
 }
@@ -215,8 +222,9 @@ func (s *Spawning) send(rep api.SpawnReport, oob []byte) error {
 }
 
 // Result reads the daemon's answer to the report: the job as registered, or a
-// *ProblemError (nothing registered).
+// *ProblemError (nothing registered). It waits at most Client.Timeout (30 s by default).
 func (s *Spawning) Result() (*api.Job, error) {
+	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
 	line, err := s.r.ReadBytes('\n')
 	if err != nil {
 		return nil, fmt.Errorf("spawn: no answer from sandboxd: %w", err)

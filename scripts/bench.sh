@@ -11,7 +11,7 @@
 # BENCH_CHURN (20s), BENCH_DRAIN (1: the daemon draining BENCH_DRAIN_FILES, 100,000,
 # expired files, BENCH_DRAIN_FS "tmpfs ext4" x BENCH_DRAIN_MODES "default rate0 pressure",
 # BENCH_DRAIN_ROUNDS (3) rounds of each but the 200-s default rate, ~10 min; 0: skip), BENCH_GO (1: run the Go benchmarks; 0: skip them), BENCH_MOUNTS (1: run
-# the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_JOBS (1: the job benchmarks, ~1 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
+# the FUSE mount benchmarks of issues 5 and 12, ~9 min; 0: skip), BENCH_JOBS (1: the job benchmarks, ~1 min; 0: skip), BENCH_RUN (1: issue 27's sandboxd run figures, ~1 min; 0: skip), BENCH_MOUNT_CPU (30: seconds of each CPU window), BENCH_RECLAIM_DIRS
 # (5000: reclaim's deletion benchmark on 50,000 files instead of its default 200,000,
 # which alone takes ~6 min on ext4 here; set 20000 for the full size), BENCH_SIM (1: the
 # fleet simulator of issue 28, ~1-2 min; 0: skip).
@@ -380,6 +380,12 @@ fi
 if [ "${BENCH_JOBS:-1}" = 1 ]; then
 	log "7. jobs (issue 11): DELETE of 100 processes vs a kill loop over pgrep -g, heartbeat vs /livez, 1,000 idle jobs, lapse to empty"
 	"$GO" test -run '^$' -bench 'Jobs' -benchtime=1x -timeout 20m ./daemon 2>&1 | tee "$OUT/jobs-bench.txt"
+fi
+
+# ---------------------------------------------------------------------------------
+if [ "${BENCH_RUN:-1}" = 1 ]; then
+	log "issue 27: sandboxd run -- /bin/true vs sandboxd launch vs the migration path; 100 concurrent runs (BENCH_RUN=0 skips)"
+	"$ROOT/scripts/bench-run.sh" 2>&1 | tee "$OUT/run-bench.txt"
 fi
 
 # ---------------------------------------------------------------------------------

@@ -91,36 +91,35 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 		results <- err
 	}()
 	fg := foregroundOfTerminal()
-	exited := make(chan syscall.WaitStatus, 1)
-	go func() { exited <- waitChild(pid) }()
-	var ws syscall.WaitStatus
+	// CMD's exit is awaited without reaping it (WNOWAIT): the daemon checks the process
+	// the pidfd names, which a reaped one no longer is; it is reaped once the daemon
+	// answered (or Result gave up, after the client's timeout).
+	exited := make(chan struct{})
+	go func() {
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		close(exited)
+	}()
 	var resErr error
 	gotResult := false
-wait:
-	for {
+	for done := false; !done || !gotResult; {
 		select {
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
-			if fg && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGWINCH) {
+			if done || fg && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGWINCH) {
 				continue // the terminal sent it to CMD's process group too
 			}
 			unix.PidfdSendSignal(pidfd, unix.Signal(sig), nil, 0)
 		case resErr = <-results:
 			gotResult = true
-		case ws = <-exited:
-			break wait
+		case <-exited:
+			done, exited = true, nil
 		}
 	}
 	signal.Stop(sigs)
+	ws := waitChild(pid)
 	unix.Close(pidfd)
-	if !gotResult {
-		// CMD is done; the daemon's answer comes at once unless it is stopped: CMD's
-		// status does not wait for it.
-		select {
-		case resErr = <-results:
-		default:
-		}
-	}
 	if resErr != nil {
 		var pe *client.ProblemError
 		if errors.As(resErr, &pe) {

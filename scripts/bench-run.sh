@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# scripts/bench-run.sh — issue 27's figures for `sandboxd run` (docs/benchmarks.md, "Issue 27:
+# the per-command path"), on the shipped binary, side by side in one run against one daemon:
+#   - whole-process wall time of `sandboxd run -- /bin/true` (CMD spawned straight into its
+#     job's cgroup, clone3 CLONE_INTO_CGROUP), of `sandboxd launch`, of the same run forced
+#     down the migration path (SANDBOXD_NO_SPAWN_INTO_CGROUP=1: the daemon moves run into
+#     the cgroup, as before issue 27), and of `sh -c true`; medians of BENCH_RUN_ROUNDS (21)
+#     rounds, interleaved so load hits all alike. Targets: run ≤ 1.5× launch and
+#     ≤ launch + 3 ms.
+#   - 100 concurrent `sandboxd run -- sleep 1` from one runner: all registered, all ended
+#     by themselves, 0 processes left in job cgroups (counts; the wall time is info).
+#
+# Needs root (the job cgroups) and bin/sandboxd (`make build`). Its daemon, cgroups and
+# temp dir are removed on exit, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${BENCH_RUN_ROUNDS:-21}
+BIN=$PWD/bin/sandboxd
+[ "$(id -u)" = 0 ] || { echo "bench-run: run as root (job cgroups)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "bench-run: bin/sandboxd missing; run 'make build'" >&2; exit 1; }
+WORK=$(mktemp -d /tmp/sandboxd-bench-run.XXXXXX)
+CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+[ -n "$CG2" ] || { echo "bench-run: no cgroup2 mount" >&2; exit 1; }
+CGROOT=$CG2/sandboxd-bench-run-$$
+DPID=
+cleanup() {
+	local rc=$?
+	set +e
+	if [ -n "$DPID" ]; then kill "$DPID"; wait "$DPID"; fi
+	if [ -d "$CGROOT" ]; then
+		[ -e "$CGROOT/cgroup.kill" ] && echo 1 >"$CGROOT/cgroup.kill"
+		find "$CGROOT" -depth -type d -exec rmdir {} + 2>/dev/null
+	fi
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+cat >"$WORK/sandboxd.toml" <<CFG
+site = []
+[jobs]
+cgroup_root = "$CGROOT"
+[server]
+socket = "$WORK/s.sock"
+state_dir = "$WORK/state"
+[reclaim]
+auto_caches = []
+CFG
+"$BIN" serve --config "$WORK/sandboxd.toml" --registry-dir "$WORK/registry" 2>"$WORK/daemon.log" &
+DPID=$!
+export SANDBOXD_SOCKET=$WORK/s.sock
+for _ in $(seq 100); do "$BIN" launch >/dev/null 2>&1 && break; sleep 0.1; done
+"$BIN" launch >/dev/null || { echo "bench-run: the daemon did not come up: $(cat "$WORK/daemon.log")" >&2; exit 1; }
+
+ms() { echo "scale=3; ($2 - $1) / 1000000" | bc; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+timeit() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "bench-run: $* failed" >&2; exit 1; }; t1=$(date +%s%N); ms "$t0" "$t1"; }
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); kernel $(uname -r); $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+for _ in 1 2 3; do "$BIN" run -- /bin/true; "$BIN" launch >/dev/null; done 2>/dev/null # warm the page cache
+run=() launch=() mig=() sh=()
+for _ in $(seq "$ROUNDS"); do
+	launch+=("$(timeit "$BIN" launch)")
+	run+=("$(timeit "$BIN" run -- /bin/true)")
+	mig+=("$(SANDBOXD_NO_SPAWN_INTO_CGROUP=1 timeit "$BIN" run -- /bin/true)")
+	sh+=("$(timeit sh -c true)")
+done
+mr=$(printf '%s\n' "${run[@]}" | median)
+ml=$(printf '%s\n' "${launch[@]}" | median)
+mm=$(printf '%s\n' "${mig[@]}" | median)
+ms_=$(printf '%s\n' "${sh[@]}" | median)
+echo "sandboxd launch:                                   median $ml ms ($ROUNDS runs)"
+echo "sandboxd run -- /bin/true (spawned into the cgroup): median $mr ms"
+echo "sandboxd run -- /bin/true, migration path (before):  median $mm ms"
+echo "sh -c true:                                        median $ms_ ms"
+ratio=$(echo "scale=2; $mr / $ml" | bc)
+over=$(echo "scale=2; $mr - $ml" | bc)
+v1=$(echo "$mr <= 1.5 * $ml" | bc); v2=$(echo "$mr <= $ml + 3" | bc)
+echo "run / launch = ${ratio}x (target <= 1.5x): $([ "$v1" = 1 ] && echo PASS || echo FAIL)"
+echo "run - launch = ${over} ms (target <= 3 ms): $([ "$v2" = 1 ] && echo PASS || echo FAIL)"
+grep -q "moved into it instead" "$WORK/daemon.log" && echo "(the daemon logged migrations: $(grep -c 'moved into it instead' "$WORK/daemon.log"), the forced ones)"
+
+# 100 concurrent runs from one runner.
+t0=$(date +%s%N)
+pids=()
+for i in $(seq -w 1 100); do
+	"$BIN" run --id "conc$i" -- sleep 1 2>>"$WORK/conc.err" &
+	pids+=($!)
+done
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+t1=$(date +%s%N)
+"$BIN" jobs list --json >"$WORK/jobs.json"
+counts=$(python3 - "$WORK/jobs.json" <<'PY'
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j["id"].startswith("conc")]
+print(len(jobs), sum(1 for j in jobs if j["state"] == "ended" and j["reason"] == "exited"))
+PY
+)
+left=0
+for d in "$CGROOT"/jobs/*/; do
+	[ -s "$d/cgroup.procs" ] && left=$((left + 1))
+done
+echo "100 concurrent run -- sleep 1: $failed failed, registered/ended $counts, cgroups with processes left $left, wall $(ms "$t0" "$t1") ms; $([ "$failed $counts $left" = "0 100 100 0" ] && echo PASS || echo FAIL)"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
