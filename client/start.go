@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -101,6 +102,11 @@ func (c *Client) Start(ctx context.Context, argv []string, o JobOptions) (*Job, 
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
+	if !spawnDisabled() {
+		if j, done, err := c.startSpawned(ctx, argv, o); done {
+			return j, err
+		}
+	}
 	if _, err := c.Launch(ctx, api.LaunchRequest{Site: o.Site, Mounts: o.Mounts, NeedBytes: o.NeedBytes, NeedInodes: o.NeedInodes}); err != nil {
 		return nil, err
 	}
@@ -133,6 +139,64 @@ func (c *Client) Start(ctx context.Context, argv []string, o JobOptions) (*Job, 
 	if err != nil { // the gate is gone (killed): the job ends by itself
 		return j, fmt.Errorf("start: release the gate of job %s: %w", info.ID, err)
 	}
+	j.startBeats(ctx, o)
+	return j, nil
+}
+
+// startSpawned is Start by POST /v1/jobs/spawn (issue 27): the launch check and the
+// registration in one call, argv started straight in the job's cgroup with
+// clone3(CLONE_INTO_CGROUP), no gate and no migration. done is false when the old path
+// must run instead: a daemon without the route, or a kernel that refused the spawn
+// (before 5.7; a non-root caller of a root daemon, which cannot write the job's cgroup).
+func (c *Client) startSpawned(ctx context.Context, argv []string, o JobOptions) (*Job, bool, error) {
+	req := api.JobRequest{ID: o.ID, Site: o.Site, Labels: o.Labels, Lease: o.Lease,
+		TTL: dur(o.TTL), MaxLifetime: dur(o.MaxLifetime), Grace: dur(o.Grace),
+		Launch: &api.LaunchRequest{Site: o.Site, Mounts: o.Mounts, NeedBytes: o.NeedBytes, NeedInodes: o.NeedInodes}}
+	sp, err := c.BeginSpawn(ctx, req)
+	if err != nil {
+		if SpawnUnsupported(err) {
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	defer sp.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env[:len(env):len(env)], api.JobIDEnv+"="+sp.Job.ID, api.JobCgroupEnv+"="+sp.Job.Cgroup)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Dir = o.Stdin, o.Stdout, o.Stderr, o.Dir
+	pidfd := -1
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: sp.CgroupFD, PidFD: &pidfd}
+	if err := cmd.Start(); err != nil {
+		sp.Abort(err.Error())
+		if CloneIntoCgroupFailed(err) {
+			return nil, false, nil
+		}
+		return nil, true, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	// Reported, and answered, before anything reaps the child (Spawned says why).
+	err = sp.Spawned(pidfd)
+	var info *api.Job
+	if err == nil {
+		info, err = sp.Result()
+	}
+	syscall.Close(pidfd)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, true, err
+	}
+	j := &Job{ID: info.ID, PID: cmd.Process.Pid, Info: info, Cmd: cmd, c: c, stop: make(chan struct{}), exited: make(chan struct{})}
+	go func() { j.err = cmd.Wait(); close(j.exited) }()
+	j.startBeats(ctx, o)
+	return j, true, nil
+}
+
+// startBeats starts the heartbeats of a registered job.
+func (j *Job) startBeats(ctx context.Context, o JobOptions) {
+	info := j.Info
 	every := o.Heartbeat
 	if every == 0 {
 		every = time.Duration(info.TTLSeconds*float64(time.Second)) / 3
@@ -142,7 +206,6 @@ func (c *Client) Start(ctx context.Context, argv []string, o JobOptions) (*Job, 
 	}
 	j.beats.Add(1)
 	go j.beat(ctx, every, o.OnHeartbeatError)
-	return j, nil
 }
 
 func dur(d time.Duration) *api.Duration {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,6 +164,58 @@ func (c *oaCheck) exchange(rt http.RoundTripper, method, path, body string, inva
 		c.problem(where, resp, data)
 	}
 	return resp.StatusCode, data
+}
+
+// spawn drives POST /v1/jobs/spawn through the Go client (the 101 and the fds are beyond
+// an http.RoundTripper) and validates the offer's and the answer's job against the Job
+// schema.
+func (c *oaCheck) spawn(sock string) {
+	c.t.Helper()
+	cl := &client.Client{SocketPath: sock}
+	sp, err := cl.BeginSpawn(context.Background(), api.JobRequest{ID: "oa-sp", TTL: ptrDur(time.Minute), Launch: &api.LaunchRequest{Site: "ok"}})
+	if err != nil {
+		c.t.Fatalf("POST /v1/jobs/spawn: %v", err)
+	}
+	defer sp.Close()
+	c.schema("the spawn's offer", "Job", sp.Job)
+	pidfd := -1
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "600"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: sp.CgroupFD, PidFD: &pidfd}})
+	if err != nil {
+		c.t.Fatalf("clone3 into the offered cgroup: %v", err)
+	}
+	c.t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL); syscall.Wait4(pid, nil, 0, nil) })
+	if err := sp.Spawned(pidfd); err != nil {
+		c.t.Fatal(err)
+	}
+	syscall.Close(pidfd)
+	j, err := sp.Result()
+	if err != nil {
+		c.t.Fatalf("the spawn's answer: %v", err)
+	}
+	c.schema("the spawn's answer", "Job", *j)
+	if j.PID != pid || j.Launch == nil || j.State != api.JobRunning {
+		c.t.Errorf("the spawn's answer: pid %d launch %v state %s, want pid %d, the launch answer, running", j.PID, j.Launch, j.State, pid)
+	}
+	c.mu.Lock()
+	c.routes["POST /v1/jobs/spawn"] = true
+	c.seen["POST /v1/jobs/spawn 101"] = true
+	c.mu.Unlock()
+}
+
+// schema validates v, as JSON, against the component schema name.
+func (c *oaCheck) schema(where, name string, v any) {
+	c.t.Helper()
+	b, _ := json.Marshal(v)
+	var doc any
+	json.Unmarshal(b, &doc)
+	if err := c.doc.Components.Schemas[name].Value.VisitJSON(doc); err != nil {
+		c.t.Errorf("%s does not match docs/openapi.yaml's %s: %s", where, name, firstLine(err))
+	}
+}
+
+func ptrDur(d time.Duration) *api.Duration {
+	x := api.Duration(d)
+	return &x
 }
 
 // problem checks a non-2xx answer is a problem document of the Problem schema with the
@@ -396,6 +449,11 @@ grace = "500ms"
 	want(404, s, data, "unknown job")
 	s, data = do("DELETE", "/v1/jobs/nope?wait=false", "")
 	want(404, s, data, "end an unknown job")
+	// Spawning (issue 27): without the Upgrade header a 400; with it, the launch check
+	// and the registration in one call, the offer, the child reported by its pidfd.
+	s, data = bad("POST", "/v1/jobs/spawn", `{"id":"oa-sp"}`)
+	want(400, s, data, "spawn without Upgrade")
+	c.spawn(td.sock)
 
 	// Shared leases (issue 20 item 4): register into one, list, renew, end.
 	leased := jobSleeper(t)

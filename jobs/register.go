@@ -296,11 +296,16 @@ func (m *Manager) checkPid(pid int, by Caller) error {
 	if by.UID != 0 && uid != by.UID {
 		return api.NewProblem(api.CodeForbidden, "field \"pid\": process %d belongs to uid %d, not to the caller (uid %d); only root may register another user's process", pid, uid, by.UID)
 	}
+	return m.inAJob(pid, "field \"pid\": process")
+}
+
+// inAJob refuses (409) a process already inside a job's cgroup; what names it.
+func (m *Manager) inAJob(pid int, what string) error {
 	if cg, err := pidCgroup(m.opts.ProcRoot, strconv.Itoa(pid)); err == nil {
 		jobsRel := m.cg.rel(filepath.Join(m.root, "jobs"))
 		if rest, ok := strings.CutPrefix(cg, jobsRel+"/"); ok {
 			owner, _, _ := strings.Cut(rest, "/")
-			return api.NewProblem(api.CodeConflict, "field \"pid\": process %d already belongs to job %q (cgroup %s)", pid, pubID(owner), cg)
+			return api.NewProblem(api.CodeConflict, "%s %d already belongs to job %q (cgroup %s)", what, pid, pubID(owner), cg)
 		}
 	}
 	return nil

@@ -75,9 +75,10 @@ func (m *Manager) Reserve(req api.JobRequest, by Caller) (*Spawn, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The caller may not hand a job's process over to a new job: it would leave its own
-	// job's lease (the rule POST /v1/jobs applies to the caller it moves).
-	if err := m.checkPid(by.Peer.PID, by); err != nil {
+	// A job's process may not start a job of its own: what it starts would leave its
+	// job's lease (the rule POST /v1/jobs applies to the caller it moves). The migration
+	// fallback checks the rest of checkPid (PID 1, sandboxd itself).
+	if err := m.inAJob(by.Peer.PID, "the calling process"); err != nil {
 		return nil, err
 	}
 	j, err := m.admit(req, by, a)
@@ -174,6 +175,10 @@ func (s *Spawn) Migrate(by Caller) (api.Job, error) {
 	if by.Peer == nil || by.Peer.PID != s.peerPID || by.Peer.Pidfd < 0 {
 		s.Abandon("the migration was asked by another process")
 		return api.Job{}, api.NewProblem(api.CodeForbidden, "only the process that reserved the job may be moved into it")
+	}
+	if err := s.m.checkPid(by.Peer.PID, by); err != nil {
+		s.Abandon("the caller cannot be moved: " + err.Error())
+		return api.Job{}, err
 	}
 	if err := s.m.move(s.j, by.Peer.PID, by.Peer.Pidfd); err != nil {
 		s.m.drop(s.j)

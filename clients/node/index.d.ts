@@ -256,6 +256,7 @@ export interface JobInfo {
   heartbeats?: number;
   id?: string;
   labels?: Record<string, string>;
+  launch?: LaunchResponse;
   lease?: string;
   lease_expires_at?: string;
   owner?: { pidns?: string; uid?: number };

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
@@ -61,7 +62,7 @@ func nsPids(pid int) []string {
 	return nil
 }
 
-// Issue 20 item 0: `sandboxd run` from a runner in its own pid namespace, whose pid number
+// Issue 20 item 0 (and issue 27, spawned and migrated): `sandboxd run` from a runner in its own pid namespace, whose pid number
 // is forced to be that of an unrelated host process, registers itself — the process the
 // kernel names — and when its lease lapses only its job is ended; the host process with
 // the colliding number is never moved nor touched. A pid number sent from that namespace
@@ -78,29 +79,44 @@ func TestRunFromAnotherPidNamespace(t *testing.T) {
 	vpid := victim.Process.Pid
 	vcg := cgroupOf(vpid)
 
-	inPidNS(t, vpid, env, fmt.Sprintf(`%s run --id nsjob --ttl 2s -- sh -c 'echo $$ > %s/ns-pid; exec sleep 600'`, binary, out))
-	nsPid := readPidFile(t, filepath.Join(out, "ns-pid"))
-	if nsPid != vpid {
-		t.Skipf("the pid collision could not be forced (the runner got %d, the host process is %d): another process took the number", nsPid, vpid)
-	}
-	var j api.Job
-	waitUntil(t, 10*time.Second, "the job registered", func() bool { j = jobState(t, sock, "nsjob"); return j.ID != "" })
-	if j.PID == vpid {
-		t.Fatalf("the job names the host process %d, the runner's number in its own namespace", vpid)
-	}
-	if ns := nsPids(j.PID); len(ns) != 2 || ns[1] != strconv.Itoa(vpid) {
-		t.Errorf("the job's process %d has pids %v across namespaces, want [%d %d] (the runner itself)", j.PID, ns, j.PID, vpid)
-	}
-	if got := cgroupOf(vpid); got != vcg {
-		t.Errorf("the host process %d was moved: cgroup %q, was %q", vpid, got, vcg)
-	}
-	runner := j.PID
-	waitUntil(t, 60*time.Second, "the lapsed job to end", func() bool { return jobState(t, sock, "nsjob").State == api.JobKilled })
-	if alivePid(runner) {
-		t.Errorf("the runner's command %d outlived its job", runner)
-	}
-	if !alivePid(vpid) || cgroupOf(vpid) != vcg {
-		t.Errorf("the host process %d was touched: alive %v, cgroup %q (was %q)", vpid, alivePid(vpid), cgroupOf(vpid), vcg)
+	// Issue 27: run spawns CMD into the job's cgroup (clone3), so the job's process is
+	// run's child; the migration path (forced here as on a kernel before 5.7) moves run
+	// itself and execs CMD. Either way the runner has the host process's number in its
+	// namespace, and the daemon must name the right process from the kernel's account.
+	for _, mode := range []struct {
+		id   string
+		env  []string
+		exec bool // the job's process is the runner itself (exec in place)
+	}{{"nsjob", []string{client.NoSpawnEnv + "=1"}, true}, {"nsspawn", nil, false}} {
+		pidFile, ppidFile := filepath.Join(out, mode.id+".pid"), filepath.Join(out, mode.id+".ppid")
+		inPidNS(t, vpid, append(env, mode.env...), fmt.Sprintf(`%s run --id %s --ttl 2s -- sh -c 'echo $$ > %s; echo $PPID > %s; exec sleep 600'`, binary, mode.id, pidFile, ppidFile))
+		runnerNS := readPidFile(t, ppidFile) // run's number in its namespace
+		cmdNS := readPidFile(t, pidFile)
+		if mode.exec {
+			runnerNS = cmdNS
+		}
+		if runnerNS != vpid {
+			t.Skipf("%s: the pid collision could not be forced (the runner got %d, the host process is %d): another process took the number", mode.id, runnerNS, vpid)
+		}
+		var j api.Job
+		waitUntil(t, 10*time.Second, "the job registered", func() bool { j = jobState(t, sock, mode.id); return j.PID > 0 })
+		if j.PID == vpid {
+			t.Fatalf("%s: the job names the host process %d, the runner's number in its own namespace", mode.id, vpid)
+		}
+		if ns := nsPids(j.PID); len(ns) != 2 || ns[1] != strconv.Itoa(cmdNS) {
+			t.Errorf("%s: the job's process %d has pids %v across namespaces, want [%d %d] (CMD itself)", mode.id, j.PID, ns, j.PID, cmdNS)
+		}
+		if got := cgroupOf(vpid); got != vcg {
+			t.Errorf("%s: the host process %d was moved: cgroup %q, was %q", mode.id, vpid, got, vcg)
+		}
+		cmdPid := j.PID
+		waitUntil(t, 60*time.Second, "the lapsed job to end", func() bool { return jobState(t, sock, mode.id).State == api.JobKilled })
+		if alivePid(cmdPid) {
+			t.Errorf("%s: the runner's command %d outlived its job", mode.id, cmdPid)
+		}
+		if !alivePid(vpid) || cgroupOf(vpid) != vcg {
+			t.Errorf("%s: the host process %d was touched: alive %v, cgroup %q (was %q)", mode.id, vpid, alivePid(vpid), cgroupOf(vpid), vcg)
+		}
 	}
 
 	// A pid number from inside the namespace is refused, named, and registers nothing;

@@ -106,6 +106,7 @@ class JobInfo(TypedDict, total=False):
     heartbeats: int
     id: str
     labels: Dict[str, str]
+    launch: "LaunchResponse"
     lease: str
     lease_expires_at: str
     owner: Dict[str, Any]
