@@ -87,6 +87,9 @@ func TestStallGrace(t *testing.T) {
 	with := beatingRunner(t, env, "with", "2s")
 	dead := beatingRunner(t, env, "dead", "2s")
 	for _, id := range []string{"alone", "with", "dead"} {
+		// The runners start in the background: a job not listed yet is not registered
+		// yet, not ended (a race a loaded machine made visible).
+		waitUntil(t, 60*time.Second, "job "+id+" registered", func() bool { return jobState(t, sock, id).ID != "" })
 		beatsPast(t, sock, id, 3)
 	}
 	// The dead runner's loop dies (its job's process lives on); at once sandboxd stops,
