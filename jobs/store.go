@@ -105,6 +105,12 @@ func (m *Manager) load() {
 		if j.live() || j.State == api.JobLeaked {
 			if _, err := os.Stat(j.Cgroup); errors.Is(err, os.ErrNotExist) {
 				m.finishLocked(j, api.JobEnded, api.ReasonExited)
+			} else if j.PID == 0 {
+				// A spawned job whose report the crash cut off (spawn.go): its process,
+				// if it started, is the one in its cgroup.
+				if pids, err := procsOf(j.Cgroup); err == nil && len(pids) > 0 {
+					j.PID = pids[0]
+				}
 			}
 		}
 		m.jobs[j.ID] = j

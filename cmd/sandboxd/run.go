@@ -12,9 +12,11 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 )
 
-// runCommand is `sandboxd run ... -- CMD`: the launch check of CONTRACT §5, then it
-// registers its own process as a job and execs CMD in place, so CMD and whatever it forks
-// live in the job's cgroup under its lease (CONTRACT §11). It sends no heartbeat: a job
+// runCommand is `sandboxd run ... -- CMD`: the launch check of CONTRACT §5 and the job's
+// registration in one call, then CMD started straight in the job's cgroup (runspawn.go,
+// issue 27), so CMD and whatever it forks live in the job's cgroup under its lease
+// (CONTRACT §11); where the kernel refuses that, run registers its own process and execs
+// CMD in place, as before. It sends no heartbeat: a job
 // that renewed its own lease would be no dead-man switch; the runner that owns the job
 // beats for it (`sandboxd jobs heartbeat ID`) or lets the ttl end it.
 func runCommand() *command {
@@ -32,8 +34,13 @@ With --detach (-d) the launch check and the registration happen in the foregroun
 the job id is printed on stdout, CMD runs detached (its own session, stdin /dev/null,
 stdout and stderr to --stdout FILE and --stderr FILE, else /dev/null) and run exits 0,
 or 125 with the refusal, CMD never started.
-sandboxd knows which process registers from the kernel (SO_PEERCRED translates it into
-the daemon's pid namespace), so run works from a container's own pid namespace too.
+CMD starts straight in the job's cgroup (clone3 CLONE_INTO_CGROUP) as run's child: run
+forwards SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH to it, exits
+with its status or dies of its signal, and its own death kills CMD. Where the kernel
+refuses the spawn (before Linux 5.7; a non-root runner of a root daemon) the daemon moves
+run itself into the job's cgroup and run execs CMD in place. sandboxd learns the processes
+from the kernel (a pidfd, SO_PEERPIDFD), so run works from a container's own pid
+namespace too.
 The job's id is printed on stderr (and exported to CMD as SANDBOXD_JOB_ID), so the runner
 can send heartbeats: sandboxd run sends none itself.`,
 		setup: func(fs *flag.FlagSet) runFunc {
