@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -239,7 +240,14 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 		// While another reclaim holds the lock (the start-up reclaim right after a watchdog
 		// restart), the call shares it: once what it frees makes the call fit, the call
 		// answers without waiting for the lock, instead of busy at its deadline (issue 25).
+		var waiting sync.Once
 		req.Satisfied = func() bool {
+			// Asked only while another reclaim holds the lock: say once that the call waits
+			// for it (a launch that seems slow after a restart shows why in the log).
+			waiting.Do(func() {
+				d.logger.Debug("launch waits for the reclaim in progress, sharing what it frees",
+					"filesystem", fs.Path, "need_bytes", need.bytes, "avail_bytes", fs.WorkloadAvail())
+			})
 			m, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
 			return err == nil && !m.Unavailable() && !need.short(m)
 		}
