@@ -120,6 +120,10 @@ func (c *Client) unreachable(err error) error {
 		reason = "no socket (is the daemon running?)"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		reason = "connection refused (the socket exists but no daemon is accepting on it)"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// A daemon that stops (a restart, a DaemonSet's handover) closes the connections it
+		// took but had not answered yet: the call was not answered, and may be retried.
+		reason = "the daemon closed the connection without answering (it is stopping or restarting; retry)"
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		reason = "permission denied on the socket (is this user in the socket's group?)"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):

@@ -82,3 +82,31 @@ func TestUnreachableSaysWhy(t *testing.T) {
 		t.Fatalf("stale socket: %v", err)
 	}
 }
+
+// A daemon that stops while it holds a connection it has not answered (a restart, a
+// DaemonSet's handover: a listener closed with connections in its queue) closes it: the
+// call is unreachable with a reason that says so and that a retry may work, not a raw
+// "EOF" or "connection reset by peer".
+func TestClosedWithoutAnswerSaysWhy(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 512)) // the request arrived; the daemon stops without answering
+			c.Close()
+		}
+	}()
+	_, err = (&Client{SocketPath: sock}).Launch(context.Background(), api.LaunchRequest{})
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || ue.Reason != "the daemon closed the connection without answering (it is stopping or restarting; retry)" {
+		t.Fatalf("closed without an answer: %#v", err)
+	}
+}

@@ -163,13 +163,18 @@ func listeners(cfg *config.Config) (net.Listener, net.Listener, error) {
 	return ln, tcp, nil
 }
 
+// socketRetry is how often a serve with --wait-for-socket tries the socket again.
+const socketRetry = 100 * time.Millisecond
+
 // waitForSocket is the handover of a DaemonSet whose pods replace each other on a node
 // (an observe/enforce label flip, a rollout): the new pod finds the old one still
 // answering on the socket and, instead of exiting into a crash-loop backoff, waits until
-// it has stopped, then takes the socket. It says so once, and retries every second.
+// it has stopped, then takes the socket. It says so once, and retries every 100 ms: while
+// it waits no daemon answers on the node, and a runner's launch in that gap is refused
+// (exit 69, no socket), so the gap is kept short (a retry is a stat and a connect).
 func waitForSocket(ctx context.Context, cfg *config.Config, logger *slog.Logger, first error) (net.Listener, net.Listener, error) {
 	logger.Info("another sandboxd answers on the socket: waiting for it to stop (--wait-for-socket)", "socket", cfg.Server.Socket, "err", first)
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(socketRetry)
 	defer t.Stop()
 	for {
 		select {

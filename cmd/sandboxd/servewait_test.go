@@ -49,7 +49,7 @@ func TestServeWaitsForTheSocket(t *testing.T) {
 	select {
 	case r := <-got:
 		t.Fatalf("serve did not wait while the other daemon answered: %v %v", r.ln, r.err)
-	case <-time.After(1500 * time.Millisecond): // at least one more try
+	case <-time.After(10 * socketRetry): // several more tries
 	}
 	old.Close() // the old pod ends (its socket goes with it)
 	r := <-got
