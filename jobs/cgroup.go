@@ -58,7 +58,18 @@ func ownCgroup(procRoot string) (string, error) {
 	return pidCgroup(procRoot, "self")
 }
 
+// pidCgroup is pid's cgroup v2 path below the cgroup2 mount (cgroupns.go: also when the
+// daemon's cgroup namespace names it relative to its root, "/../..").
 func pidCgroup(procRoot, pid string) (string, error) {
+	p, err := rawCgroup(procRoot, pid)
+	if err != nil {
+		return "", err
+	}
+	return belowMount(procRoot, p)
+}
+
+// rawCgroup is pid's cgroup v2 path as <procRoot>/PID/cgroup names it.
+func rawCgroup(procRoot, pid string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(procRoot, pid, "cgroup"))
 	if err != nil {
 		return "", err
