@@ -7,22 +7,42 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
-// buildSandboxd builds the real sandboxd binary for a test that runs it under systemd.
+// buildSandboxd builds the real sandboxd binary for a test that runs it under systemd,
+// once for the package's tests (a build takes seconds on a loaded machine); TestMain
+// removes it.
 func buildSandboxd(t *testing.T) string {
 	t.Helper()
 	goBin := testenv.RequireCommand(t, "go")
-	bin := filepath.Join(t.TempDir(), "sandboxd")
-	if out, err := exec.Command(goBin, "build", "-o", bin, "../cmd/sandboxd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sandboxd-systemd-test-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		built.dir, built.bin = dir, filepath.Join(dir, "sandboxd")
+		if out, err := exec.Command(goBin, "build", "-o", built.bin, "../cmd/sandboxd").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	os.Chmod(filepath.Dir(bin), 0o755)
-	return bin
+	return built.bin
+}
+
+// built is the binary buildSandboxd made.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
 }
 
 // packagedUnits are the shipped sandboxd.socket and sandboxd.service with drop-ins that
@@ -145,5 +165,91 @@ func TestPackagedUnitLifecycle(t *testing.T) {
 	}
 	if s := sd.show("sandboxd.service", "ActiveState", "MainPID"); s["ActiveState"] != "active" || s["MainPID"] != pid {
 		t.Errorf("after a rejected reload: %v; want the same daemon active (pid %s)", s, pid)
+	}
+}
+
+// TestClientsDuringRestarts: what a runner's launch meets while systemd restarts sandboxd
+// (issue 25), under the shipped units (RestartSec=2s, 5 starts within 60s). The socket
+// unit keeps listening while the service restarts, so a launch made right after the
+// daemon died (SIGABRT, the watchdog's signal) waits in the socket's queue and is answered
+// by the next daemon. When the next daemon cannot start either (a bad config), a launch
+// bounded by --timeout exits 69 at its limit and says that sandboxd is restarting, with
+// systemd's restart count and policy, not only "no answer".
+func TestClientsDuringRestarts(t *testing.T) {
+	bin := buildSandboxd(t)
+	watched := testenv.Tmpfs(t, 8<<20, 0)
+	os.Mkdir(filepath.Join(watched, "site"), 0o755)
+	units := packagedUnits(t, bin)
+	units["sandboxd.service.d/test.conf"] = strings.Replace(units["sandboxd.service.d/test.conf"], "RestartSec=200ms\n", "", 1)
+	sd := startPrivateSystemd(t, units)
+	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "")), 0o644)
+	if out, err := sd.systemctl("start", "sandboxd.socket", "sandboxd.service"); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(sd.run, "sandboxd.log"))
+			st, _ := sd.systemctl("status", "sandboxd.service", "sandboxd.socket")
+			t.Logf("sandboxd.log:\n%s\nstatus:\n%s", tail(log, 30), st)
+		}
+	})
+	if rs := sd.show("sandboxd.service", "RestartUSec")["RestartUSec"]; rs != "2s" {
+		t.Fatalf("RestartSec of the shipped unit: %s, want 2s", rs)
+	}
+	// The CLI runs inside the namespace, where the socket is at its packaged path and
+	// systemd answers on /run/systemd/private.
+	launch := func(args ...string) (int, string, time.Duration) {
+		cmd := exec.Command("nsenter", append([]string{"-t", fmt.Sprint(sd.pid), "-p", "-m", bin, "launch"}, args...)...)
+		began := time.Now()
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out), time.Since(began)
+		}
+		if err != nil {
+			t.Fatalf("launch: %v\n%s", err, out)
+		}
+		return 0, string(out), time.Since(began)
+	}
+	if code, out, _ := launch(); code != 0 {
+		t.Fatalf("launch against the running unit: exit %d\n%s", code, out)
+	}
+
+	// The watchdog's kill: the next daemon answers the launch waiting in the queue.
+	pid := sd.show("sandboxd.service", "MainPID")["MainPID"]
+	if out, err := sd.systemctl("kill", "--kill-whom=main", "--signal=SIGABRT", "sandboxd.service"); err != nil {
+		t.Fatalf("kill: %v\n%s", err, out)
+	}
+	code, out, took := launch("--timeout", "30s")
+	t.Logf("a launch right after SIGABRT: exit %d after %v: %s", code, took.Round(time.Millisecond), strings.TrimSpace(out))
+	if code != 0 {
+		t.Errorf("a launch made during the restart was not answered by the next daemon: exit %d\n%s", code, out)
+	}
+	if s := sd.show("sandboxd.service", "MainPID", "NRestarts"); s["MainPID"] == pid || s["NRestarts"] != "1" {
+		t.Errorf("after the kill: %v; want a new daemon after one automatic restart", s)
+	}
+
+	// A restart that cannot succeed: the launch's bounded wait ends with exit 69 and says
+	// that sandboxd is restarting.
+	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "no_such_key = 1\n")), 0o644)
+	if out, err := sd.systemctl("kill", "--kill-whom=main", "--signal=SIGABRT", "sandboxd.service"); err != nil {
+		t.Fatalf("kill: %v\n%s", err, out)
+	}
+	code, out, took = launch("--timeout", "1s")
+	t.Logf("a launch while the unit restarts in vain: exit %d after %v:\n%s", code, took.Round(time.Millisecond), out)
+	if code != 69 || !strings.Contains(out, "no answer from sandboxd at /run/sandboxd/sandboxd.sock within --timeout 1s") ||
+		!strings.Contains(out, "sandboxd is restarting (sandboxd.service: restarted ") ||
+		!strings.Contains(out, "every 2s; it fails after 5 starts within 1m)") {
+		t.Errorf("a launch while the unit restarts: exit %d, want 69 saying sandboxd is restarting\n%s", code, out)
+	}
+
+	// At its start limit the unit fails with its socket: refused at once, and told so.
+	testenv.Eventually(t, 60*time.Second, "sandboxd.service to fail at its start limit", func() bool {
+		return sd.show("sandboxd.service", "ActiveState")["ActiveState"] == "failed"
+	})
+	code, out, took = launch("--timeout", "1s")
+	t.Logf("a launch against the failed unit: exit %d after %v:\n%s", code, took.Round(time.Millisecond), out)
+	if code != 69 || !strings.Contains(out, "sandboxd.service has failed") || !strings.Contains(out, "systemctl reset-failed sandboxd.service") {
+		t.Errorf("a launch against the failed unit: exit %d, want 69 saying the unit has failed\n%s", code, out)
 	}
 }

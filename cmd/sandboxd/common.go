@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/pressure"
+	"github.com/sandboxd/sandboxd/systemd"
 )
 
 // client is the API client the global flags describe.
@@ -42,10 +45,14 @@ func failure(err error, inv *invocation, paths []string) int {
 	switch {
 	case errors.As(err, &ue):
 		disks := measureAll(paths)
+		unit := unitNote(ue.Socket)
 		if inv.g.json {
-			printJSON(stdout, withDisks(map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason}, disks))
+			printJSON(stdout, withUnit(withDisks(map[string]any{"error": "unreachable", "socket": ue.Socket, "reason": ue.Reason}, disks), unit))
 		}
 		fmt.Fprintf(stderr, "%s: %v; no verdict\n", inv.name, ue)
+		if unit != "" {
+			fmt.Fprintf(stderr, "%s: %s\n", inv.name, unit)
+		}
 		printDisks(stderr, inv.name, disks)
 		return exitUnreachable
 	case errors.As(err, &te):
@@ -54,9 +61,10 @@ func failure(err error, inv *invocation, paths []string) int {
 		if inv.g.set&gTimeout == 0 {
 			limit = "the default timeout of " + api.FormatDuration(te.Limit) + " (the call's deadline + 1s; raise it with --timeout)"
 		}
+		unit := unitNote(te.Socket)
 		if inv.g.json {
-			printJSON(stdout, withDisks(map[string]any{"error": "timeout", "socket": te.Socket, "timeout_seconds": te.Limit.Seconds(),
-				"connected": te.Connected, "reason": te.Error()}, disks))
+			printJSON(stdout, withUnit(withDisks(map[string]any{"error": "timeout", "socket": te.Socket, "timeout_seconds": te.Limit.Seconds(),
+				"connected": te.Connected, "reason": te.Error()}, disks), unit))
 		}
 		if te.Connected {
 			fmt.Fprintf(stderr, "%s: no answer from sandboxd at %s within %s; the daemon took the connection and may still complete the call; no verdict\n",
@@ -64,6 +72,9 @@ func failure(err error, inv *invocation, paths []string) int {
 		} else {
 			fmt.Fprintf(stderr, "%s: no connection to sandboxd at %s within %s: the daemon is not accepting connections, or the limit is shorter than a connect; no verdict\n",
 				inv.name, te.Socket, limit)
+		}
+		if unit != "" {
+			fmt.Fprintf(stderr, "%s: %s\n", inv.name, unit)
 		}
 		printDisks(stderr, inv.name, disks)
 		return exitUnreachable
@@ -73,6 +84,33 @@ func failure(err error, inv *invocation, paths []string) int {
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", inv.name, err)
 	return exitSoftware
+}
+
+// unitNote is what systemd says of the packaged unit when the call got no answer or no
+// connection on the packaged socket (api.DefaultSocketPath, the socket of sandboxd.socket):
+// "sandboxd is restarting (sandboxd.service: restarted once so far by systemd, every 2s; it
+// fails after 5 starts within 1m); a retry may be answered by the next daemon", or that
+// the unit has failed. "" elsewhere, without systemd, or when the unit runs. Asked within
+// 500 ms: a client that gives up says why, without waiting much longer.
+func unitNote(socket string) string {
+	if socket != api.DefaultSocketPath {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	u, err := systemd.QueryUnit(ctx, "sandboxd.service")
+	if err != nil {
+		return ""
+	}
+	return u.Describe()
+}
+
+// withUnit adds the unit's note to a JSON answer.
+func withUnit(m map[string]any, note string) map[string]any {
+	if note != "" {
+		m["unit"] = note
+	}
+	return m
 }
 
 // measureAll is the client's own measurement of each path's filesystem, once per
