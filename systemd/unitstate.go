@@ -21,7 +21,7 @@ type UnitState struct {
 	NRestarts          uint32 // automatic restarts since the unit was last started by hand
 	StartLimitBurst    uint32
 	StartLimitInterval time.Duration
-	RestartSec         time.Duration
+	RestartDelay       time.Duration // RestartSec=
 }
 
 // Restarting says systemd is between two automatic starts of the unit, or in one.
@@ -47,7 +47,7 @@ func (u UnitState) Describe() string {
 			times = "once"
 		}
 		return fmt.Sprintf("sandboxd is restarting (%s: restarted %s so far by systemd, every %s%s); a retry may be answered by the next daemon",
-			u.Unit, times, short(u.RestartSec), limit)
+			u.Unit, times, short(u.RestartDelay), limit)
 	case u.Failed():
 		return fmt.Sprintf("%s has failed (%s) and systemd will not start it again by itself; see journalctl -u %s, then systemctl reset-failed %s and start it",
 			u.Unit, u.Result, u.Unit, u.Unit)
@@ -88,7 +88,7 @@ func QueryUnit(ctx context.Context, unit string) (UnitState, error) {
 	u.Result, _ = sp["Result"].(string)
 	u.NRestarts, _ = sp["NRestarts"].(uint32)
 	if v, ok := sp["RestartUSec"].(uint64); ok {
-		u.RestartSec = time.Duration(v) * time.Microsecond
+		u.RestartDelay = time.Duration(v) * time.Microsecond
 	}
 	return u, nil
 }
