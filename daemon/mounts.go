@@ -116,7 +116,7 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 		if by != nil && by.UID != 0 && by.UID != uint32(os.Geteuid()) && owner != by.UID {
 			return api.Mount{}, api.NewProblem(api.CodeForbidden, "field \"job\": job %q belongs to uid %d: a mount is tied only to a job of the uid that registers it (you are uid %d)", reg.Job, owner, by.UID)
 		}
-		reg.JobKey = key
+		reg.JobKey, reg.JobCgroup = key, d.mountJobs.cgroup(key)
 	}
 	w := d.current().mounts
 	m, err := w.Add(mc, reg)
@@ -445,6 +445,9 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 				reg.JobKey = jobs.Key(by.UID, reg.Job)
 			} else if reg.Job != "" && reg.JobKey == "" {
 				reg.JobKey = reg.Job
+			}
+			if reg.JobKey != "" && d.mountJobs != nil {
+				reg.JobCgroup = d.mountJobs.cgroup(reg.JobKey)
 			}
 			_, err = w.Add(mc, reg)
 		}

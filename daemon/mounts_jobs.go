@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/jobs"
@@ -25,6 +26,8 @@ type jobTie interface {
 	onEnd(f func(key, reason string))
 	// available says whether jobs can run here at all, and if not, why.
 	available() (bool, string)
+	// cgroup is the cgroup of the job of key, where its mounts' commands start.
+	cgroup(key string) string
 }
 
 // managerTie is the jobs registry (package jobs) as a jobTie.
@@ -47,6 +50,8 @@ func (t managerTie) job(id string, uid uint32) (string, uint32, bool, string) {
 func (t managerTie) onEnd(f func(key, reason string)) { t.m.OnEnd(f) }
 
 func (t managerTie) available() (bool, string) { return t.m.Available() }
+
+func (t managerTie) cgroup(key string) string { return filepath.Join(t.m.Root(), "jobs", key) }
 
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {

@@ -63,13 +63,23 @@ func (l *lockedBuffer) String() string {
 // startChildEnv starts argv as startChild does, with stderr apart (c.errOut) and the
 // environment env (nil: the daemon's).
 func startChildEnv(argv []string, cred *syscall.Credential, timeout time.Duration, env []string) (*child, error) {
-	return startChildWith(argv, cred, timeout, false, true, env)
+	return startChildIn(argv, cred, timeout, env, "")
+}
+
+// startChildIn is startChildEnv with the child started in cgroup (clone3
+// CLONE_INTO_CGROUP) when it is not "": a job-tied mount's commands start in the job's
+// cgroup, so what they leave running (a setsid'd server) is the job's and ends with it
+// (issue 21: a remount_command's `setsid sleep` outlived its job, and the leak check said
+// "no leaks"). A cgroup that cannot be opened (the job just ended) starts it where the
+// daemon runs.
+func startChildIn(argv []string, cred *syscall.Credential, timeout time.Duration, env []string, cgroup string) (*child, error) {
+	return startChildWith(argv, cred, timeout, false, true, env, cgroup)
 }
 
 // startChildWith starts argv (as cred when non-nil) in its own process group, kills the
 // group at timeout and reaps it in a goroutine. With separate, stderr goes to c.errOut;
 // env nil is the daemon's environment.
-func startChildWith(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig, separate bool, env []string) (*child, error) {
+func startChildWith(argv []string, cred *syscall.Credential, timeout time.Duration, deathSig, separate bool, env []string, cgroup string) (*child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
@@ -84,6 +94,12 @@ func startChildWith(argv []string, cred *syscall.Credential, timeout time.Durati
 	}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	if cgroup != "" {
+		if fd, err := syscall.Open(cgroup, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+			defer syscall.Close(fd)
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
+	}
 	if deathSig {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
@@ -187,8 +203,13 @@ func callerArgv(argv []string, cred *syscall.Credential, forCaller bool) (run, e
 // daemon's whole environment and its -900 (issue 21): the caller's command is the
 // caller's, not a part of the daemon the kernel should spare.
 func runCommand(argv []string, cred *syscall.Credential, timeout time.Duration, forCaller bool) (string, error) {
+	return runCommandIn(argv, cred, timeout, forCaller, "")
+}
+
+// runCommandIn is runCommand started in cgroup (startChildIn).
+func runCommandIn(argv []string, cred *syscall.Credential, timeout time.Duration, forCaller bool, cgroup string) (string, error) {
 	run, env := callerArgv(argv, cred, forCaller)
-	c, err := startChildEnv(run, cred, timeout, env)
+	c, err := startChildIn(run, cred, timeout, env, cgroup)
 	if err != nil {
 		return "", fmt.Errorf("%w", redactedErr(err))
 	}

@@ -73,6 +73,14 @@ func (r *Registrant) String() string {
 }
 
 // by is who registered m: nil for a configured mount (root).
+// jobCgroup is the cgroup of the job m is tied to, where its commands start; "" for none.
+func (m *mount) jobCgroup() string {
+	if m.reg == nil {
+		return ""
+	}
+	return m.reg.JobCgroup
+}
+
 func (m *mount) by() *Registrant {
 	if m.reg == nil {
 		return nil

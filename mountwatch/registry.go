@@ -17,6 +17,10 @@ type Registration struct {
 	// by the daemon: the end of that job, not of another uid's of the same id, releases
 	// the mount.
 	JobKey string
+	// JobCgroup is that job's cgroup, set by the daemon: the mount's refresh_command and
+	// remount_command start in it (startChildIn), so nothing they leave running outlives
+	// the job.
+	JobCgroup string
 	// Unmount: a release (DELETE, or the end of Job) also syncs and unmounts the mount.
 	Unmount bool
 	// CredentialExpiresAt is the pushed credential's expiry; zero when none was pushed.
