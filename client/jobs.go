@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -41,9 +42,22 @@ func (c *Client) Heartbeat(ctx context.Context, id string, extend time.Duration)
 // it returns only once no process of the job is left; grace bounds the wait the client
 // allows (the daemon waits up to grace plus 10 s after SIGKILL).
 func (c *Client) EndJob(ctx context.Context, id string, wait bool, grace time.Duration) (*api.Job, error) {
-	path := "/v1/jobs/" + url.PathEscape(id)
+	return c.EndJobOf(ctx, id, nil, wait, grace)
+}
+
+// EndJobOf is EndJob of owner's job id (?owner=UID: ids are each owner's own); nil owner
+// is the caller's own, else the only job of that id.
+func (c *Client) EndJobOf(ctx context.Context, id string, owner *uint32, wait bool, grace time.Duration) (*api.Job, error) {
+	q := url.Values{}
 	if !wait {
-		path += "?wait=false"
+		q.Set("wait", "false")
+	}
+	if owner != nil {
+		q.Set("owner", strconv.FormatUint(uint64(*owner), 10))
+	}
+	path := "/v1/jobs/" + url.PathEscape(id)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var j api.Job
 	if err := c.Do(ctx, "DELETE", path, nil, &j, grace+15*time.Second); err != nil {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
@@ -26,9 +27,22 @@ func (c *Client) HeartbeatLease(ctx context.Context, name string, extend time.Du
 // EndLease ends every job of the shared lease name; with wait it returns only once none
 // of their processes is left (grace bounds the wait the client allows).
 func (c *Client) EndLease(ctx context.Context, name string, wait bool, grace time.Duration) (*api.Lease, error) {
-	path := "/v1/leases/" + url.PathEscape(name)
+	return c.EndLeaseOf(ctx, name, nil, wait, grace)
+}
+
+// EndLeaseOf is EndLease of owner's lease name (?owner=UID: names are each owner's own);
+// nil owner is the caller's own, else the only lease of that name.
+func (c *Client) EndLeaseOf(ctx context.Context, name string, owner *uint32, wait bool, grace time.Duration) (*api.Lease, error) {
+	q := url.Values{}
 	if !wait {
-		path += "?wait=false"
+		q.Set("wait", "false")
+	}
+	if owner != nil {
+		q.Set("owner", strconv.FormatUint(uint64(*owner), 10))
+	}
+	path := "/v1/leases/" + url.PathEscape(name)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var l api.Lease
 	if err := c.Do(ctx, "DELETE", path, nil, &l, grace+15*time.Second); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -28,18 +29,28 @@ func jobsCommand() *command {
 				setup: func(fs *flag.FlagSet) runFunc {
 					noWait := fs.Bool("no-wait", false, "answer at once (state ending) instead of once the job is gone")
 					lease := fs.String("lease", "", "end every job of the shared lease `NAME` instead of one job")
+					ownerS := fs.String("owner", "", "the `UID` whose job (or lease) it is: ids are each owner's own; default yours, else the only one of that id")
 					return func(ctx context.Context, inv *invocation) int {
 						if (*lease == "") == (len(inv.args) == 0) {
 							return inv.usageErr("give a job ID or --lease NAME, not both")
 						}
+						var owner *uint32
+						if *ownerS != "" {
+							n, err := strconv.ParseUint(*ownerS, 10, 32)
+							if err != nil {
+								return inv.usageErr("--owner %q: want a uid (a number)", *ownerS)
+							}
+							u := uint32(n)
+							owner = &u
+						}
 						if *lease != "" {
-							l, err := inv.client().EndLease(ctx, *lease, !*noWait, 10*time.Minute)
+							l, err := inv.client().EndLeaseOf(ctx, *lease, owner, !*noWait, 10*time.Minute)
 							if err != nil {
 								return failure(err, inv, noDisk)
 							}
 							return printLease(inv, l)
 						}
-						j, err := inv.client().EndJob(ctx, inv.args[0], !*noWait, 10*time.Minute)
+						j, err := inv.client().EndJobOf(ctx, inv.args[0], owner, !*noWait, 10*time.Minute)
 						if err != nil {
 							return failure(err, inv, noDisk)
 						}

@@ -19,7 +19,8 @@ import (
 // "build-1" first (`sandboxd run --id build-1 --detach`); root's `sandboxd run --id
 // build-1` still runs (it was refused with 409 conflict, then exit 65), because ids are
 // each owner's own. Within one owner an id is still one job: 65534's second `run --id
-// build-1` is refused with conflict (exit 125, run's own refusal).
+// build-1` is refused with conflict (exit 125, run's own refusal). Root ends 65534's with
+// `sandboxd jobs end --owner 65534 build-1`.
 func TestRunIDCannotBeSquatted(t *testing.T) {
 	root := testenv.CgroupRoot(t)
 	base := openTempDir(t)
@@ -43,11 +44,14 @@ func TestRunIDCannotBeSquatted(t *testing.T) {
 	if code, stderr := asNobody(t, bin, "run", "--socket", sock, "--id", "build-1", "--", "true"); code != 125 || !strings.Contains(stderr, "conflict") {
 		t.Errorf("65534's second run --id build-1: exit %d (%s); want 125 conflict, its own id is taken", code, stderr)
 	}
-	// Root ends 65534's build-1 by naming its owner; the answer comes once it is empty.
+	// Root ends 65534's build-1 by naming its owner (sandboxd jobs end --owner, ?owner=);
+	// the answer comes once it is empty.
+	if r := sandboxd(t, nil, "jobs", "end", "--socket", sock, "--owner", fmt.Sprint(nobody), "build-1"); r.code != 0 {
+		t.Fatalf("root's jobs end --owner %d build-1: exit %d, stderr %q", nobody, r.code, r.stderr)
+	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: client.DialUnix(sock)}, Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
-	req, _ := http.NewRequest("DELETE", fmt.Sprintf("http://sandboxd/v1/jobs/build-1?owner=%d", nobody), nil)
-	resp, err := hc.Do(req)
+	resp, err := hc.Get(fmt.Sprintf("http://sandboxd/v1/jobs/build-1?owner=%d", nobody))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +59,6 @@ func TestRunIDCannotBeSquatted(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&j)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || j.Owner == nil || j.Owner.UID != nobody || j.State != api.JobKilled {
-		t.Errorf("root ends 65534's build-1 with ?owner=: %d %+v", resp.StatusCode, j)
+		t.Errorf("65534's build-1 after root's jobs end --owner: %d %+v", resp.StatusCode, j)
 	}
 }
