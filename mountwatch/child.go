@@ -60,13 +60,8 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startChildEnv starts argv as startChild does, with stderr apart (c.errOut) and the
-// environment env (nil: the daemon's).
-func startChildEnv(argv []string, cred *syscall.Credential, timeout time.Duration, env []string) (*child, error) {
-	return startChildIn(argv, cred, timeout, env, "")
-}
-
-// startChildIn is startChildEnv with the child started in cgroup (clone3
+// startChildIn starts argv as startChild does, with stderr apart (c.errOut), the
+// environment env (nil: the daemon's), and the child started in cgroup (clone3
 // CLONE_INTO_CGROUP) when it is not "": a job-tied mount's commands start in the job's
 // cgroup, so what they leave running (a setsid'd server) is the job's and ends with it
 // (issue 21: a remount_command's `setsid sleep` outlived its job, and the leak check said
