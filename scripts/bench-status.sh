@@ -15,7 +15,8 @@
 #
 # Needs root (a private tmpfs) and bin/sandboxd. Nothing on this machine can be
 # reclaimed: the daemons watch only their tmpfs, with no caches.
-# Knobs: BENCH_ROUNDS (7), BENCH_SECONDS (1.5s per run), BENCH_OUT (result dir).
+# Knobs: BENCH_ROUNDS (7), BENCH_SECONDS (1.5s per run), BENCH_OUT (result dir),
+# BENCH_SANDBOXD (the binary; default bin/sandboxd, e.g. an older build to compare).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -41,6 +42,8 @@ RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 WORK=$(mktemp -d /tmp/sandboxd-bench-status.XXXXXX)
 PIDS=()
+declare -A PIDOF # server name -> pid, for the CPU each answer costs it
+CLK=$(getconf CLK_TCK)
 FS=$WORK/fs
 
 cleanup() {
@@ -60,7 +63,7 @@ log() { printf '\n== %s  (%s, load %s)\n' "$*" "$(date -u +%H:%M:%S)" "$(cut -d'
 
 "$GO" build -o "$WORK/sandboxd-bench" ./cmd/sandboxd-bench
 SB=$WORK/sandboxd-bench
-SANDBOXD=$ROOT/bin/sandboxd
+SANDBOXD=${BENCH_SANDBOXD:-$ROOT/bin/sandboxd}
 {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git diff --quiet 2>/dev/null || echo '(dirty tree)')"
@@ -104,23 +107,32 @@ start() { # NAME ARGS... -> background process, waits for its socket to answer /
 	shift
 	"$@" 2>"$OUT/$name.log" &
 	PIDS+=("$!")
+	PIDOF[$name]=$!
 	"$SB" get -socket "$WORK/$name.sock" -path /livez -wait 30s >/dev/null
 }
 
 load() { # TEST TARGET ROUND SOCKET [FLAGS...]
 	local test=$1 target=$2 round=$3 sock=$4
 	shift 4
-	"$SB" load -socket "$sock" -test "$test" -target "$target" -round "$round" "$@" | tee -a "$RESULTS" |
+	local name
+	name=$(basename "$sock" .sock)
+	"$SB" load -socket "$sock" -test "$test" -target "$target" -round "$round" -server-pid "${PIDOF[$name]}" -clk-tck "$CLK" "$@" | tee -a "$RESULTS" |
 		awk -v t="$test" -v g="$target" -v r="$round" '{
 			match($0, /"p50_us":[0-9.]+/); p50 = substr($0, RSTART + 9, RLENGTH - 9)
 			match($0, /"rps":[0-9.]+/); rps = substr($0, RSTART + 6, RLENGTH - 6)
 			match($0, /"errors":[0-9]+/); e = substr($0, RSTART + 9, RLENGTH - 9)
-			printf "  %-14s %-17s round %d  p50 %7.1f us  %7.0f req/s  errors %s\n", t, g, r, p50, rps, e }'
+			sc = cc = 0
+			if (match($0, /"server_cpu_us":[0-9.]+/)) sc = substr($0, RSTART + 16, RLENGTH - 16)
+			if (match($0, /"client_cpu_us":[0-9.]+/)) cc = substr($0, RSTART + 16, RLENGTH - 16)
+			printf "  %-14s %-17s round %d  p50 %7.1f us  %7.0f req/s  cpu/answer server %5.1f client %5.1f us  errors %s\n", t, g, r, p50, rps, sc, cc, e }'
 }
 
 log "GET /v1/status at 32 clients: sandboxd vs bare handlers (constant, same bytes, same bytes with Content-Length)"
 daemon_config status
-start status "$SANDBOXD" serve --config "$WORK/status.toml"
+# In a mount namespace of its own (private propagation): the document lists the
+# machine's unconfigured FUSE mounts, and other jobs' mounts coming and going on this
+# machine would change its size between the runs (5,182 to 6,198 bytes in one run).
+start status unshare -m --propagation private "$SANDBOXD" serve --config "$WORK/status.toml"
 "$SB" get -socket "$WORK/status.sock" -path /readyz -wait 30s >/dev/null
 # The document grows after ready (the start-up reclaim's report, the conditions' first
 # states): the bare servers answer it as it is once settled, the bytes sandboxd sends
@@ -169,6 +181,9 @@ log "summary (medians over rounds; ratios within each round; raw results in $OUT
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare-samebody
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare-samebody-cl
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a bare-samebody -b bare
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field cpu -a sandboxd -b bare
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field cpu -a sandboxd -b bare-samebody
+	"$SB" ratio -in "$RESULTS" -test status-c32 -field cpu -a sandboxd -b bare-samebody-cl
 	"$SB" ratio -in "$RESULTS" -test status-c1 -field p50 -a sandboxd -b bare-samebody
 	"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch -b livez
 	echo "status document: $(wc -c <"$OUT/status.json") bytes before the runs, $(wc -c <"$OUT/status-after.json") after"

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sandboxd/sandboxd/client"
@@ -38,6 +39,13 @@ type Result struct {
 	// Matched counts answers whose body contains -count (e.g. `"cached":true`), so a
 	// run can prove which path of the server it measured.
 	Matched int `json:"matched,omitempty"`
+	// ServerCPUus and ClientCPUus are the CPU time (user+system) the server process (with
+	// -server-pid) and this load client spent per measured answer; PerCPUSecond is the
+	// answers per second of their summed CPU: the throughput the pair would reach on one
+	// core of its own, which a busy machine moves far less than RPS.
+	ServerCPUus  float64 `json:"server_cpu_us,omitempty"`
+	ClientCPUus  float64 `json:"client_cpu_us,omitempty"`
+	PerCPUSecond float64 `json:"per_cpu_second,omitempty"`
 	// Value is a figure that is not a latency (RSS, CPU, a tool's run time); see Unit.
 	Value float64 `json:"value,omitempty"`
 	Unit  string  `json:"unit,omitempty"`
@@ -47,6 +55,7 @@ type loadConfig struct {
 	socket, method, path, body, count string
 	prime                             string
 	clients, requests                 int
+	serverPid, clkTck                 int
 	duration, warmup, timeout         time.Duration
 	fresh                             bool
 }
@@ -67,6 +76,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.StringVar(&c.prime, "prime", "", "GET this path once per client first, unmeasured, to open the connection")
 	fs.BoolVar(&c.fresh, "fresh", false, "a new connection per request (as the CLI makes), not keep-alive")
+	fs.IntVar(&c.serverPid, "server-pid", 0, "also measure this server process's CPU per answer (and the client's own)")
+	fs.IntVar(&c.clkTck, "clk-tck", 100, "clock ticks per second (getconf CLK_TCK), for -server-pid")
 	fs.StringVar(&res.Test, "test", "", "test name recorded in the result")
 	fs.StringVar(&res.Target, "target", "", "target name recorded in the result (sandboxd, bare, ...)")
 	fs.IntVar(&res.Round, "round", 0, "round number recorded in the result")
@@ -152,6 +163,7 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		measuring.Store(true)
 	}
 	start := time.Now()
+	cpu0, cpuErr := cpuNow(c)
 	if c.requests == 0 {
 		sleep(ctx, c.duration)
 		close(stop)
@@ -167,10 +179,19 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	cpu1, cpuErr1 := cpuNow(c)
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
 	}
-	return summarize(c, all.lats, all.errs, all.firstErr, all.matched, elapsed), nil
+	r := summarize(c, all.lats, all.errs, all.firstErr, all.matched, elapsed)
+	if c.serverPid > 0 && cpuErr == nil && cpuErr1 == nil && r.N > 0 {
+		r.ServerCPUus = (cpu1.server - cpu0.server).Seconds() * 1e6 / float64(r.N)
+		r.ClientCPUus = (cpu1.client - cpu0.client).Seconds() * 1e6 / float64(r.N)
+		if sum := r.ServerCPUus + r.ClientCPUus; sum > 0 {
+			r.PerCPUSecond = 1e6 / sum
+		}
+	}
+	return r, nil
 }
 
 func once(ctx context.Context, hc *http.Client, c loadConfig) (time.Duration, []byte, error) {
@@ -236,4 +257,26 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+type cpuTimes struct{ server, client time.Duration }
+
+// cpuNow reads the server's CPU time from /proc and the client's own from getrusage
+// (every goroutine of this process is the load client).
+func cpuNow(c loadConfig) (cpuTimes, error) {
+	if c.serverPid <= 0 {
+		return cpuTimes{}, nil
+	}
+	ticks, err := cpuTicks(fmt.Sprintf("/proc/%d", c.serverPid))
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuTimes{}, err
+	}
+	return cpuTimes{
+		server: time.Duration(ticks) * time.Second / time.Duration(max(c.clkTck, 1)),
+		client: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+	}, nil
 }

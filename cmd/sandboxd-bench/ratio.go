@@ -22,7 +22,7 @@ func runRatio(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	test := fs.String("test", "", "test name (required)")
 	a := fs.String("a", "sandboxd", "numerator target")
 	b := fs.String("b", "bare", "denominator target")
-	field := fs.String("field", "rps", "rps, p50 or p99")
+	field := fs.String("field", "rps", "rps, p50, p99 or cpu (answers per CPU-second of server and client, with load -server-pid)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,9 +33,10 @@ func runRatio(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"rps": func(r Result) float64 { return r.RPS },
 		"p50": func(r Result) float64 { return r.P50us },
 		"p99": func(r Result) float64 { return r.P99us },
+		"cpu": func(r Result) float64 { return r.PerCPUSecond },
 	}[*field]
 	if pick == nil {
-		return fmt.Errorf("-field %q: want rps, p50 or p99", *field)
+		return fmt.Errorf("-field %q: want rps, p50, p99 or cpu", *field)
 	}
 	f, err := os.Open(*in)
 	if err != nil {
