@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // DecodeRequest reads a JSON request body into v (a pointer to a request struct). It
@@ -43,7 +44,7 @@ func DecodeBody(body []byte, v any) (warnings []string, err error) {
 	if dec.More() {
 		return nil, NewProblem(CodeBadRequest, "malformed JSON: data after the request object")
 	}
-	known := jsonFields(reflect.TypeOf(v))
+	known := knownFields(reflect.TypeOf(v))
 	fields := make([]string, 0, len(raw))
 	for k := range raw {
 		fields = append(fields, k)
@@ -64,6 +65,19 @@ func DecodeBody(body []byte, v any) (warnings []string, err error) {
 		}
 	}
 	return warnings, nil
+}
+
+// fieldsByType keeps jsonFields per request type: every launch and resume call decoded
+// its body after building the same map by reflection again (issue 27, the per-command
+// path). The maps are read only once stored.
+var fieldsByType sync.Map // reflect.Type -> map[string][]int
+
+func knownFields(t reflect.Type) map[string][]int {
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(map[string][]int)
+	}
+	m, _ := fieldsByType.LoadOrStore(t, jsonFields(t))
+	return m.(map[string][]int)
 }
 
 // jsonFields maps the JSON names of a struct's fields to their index paths.
