@@ -87,20 +87,26 @@ func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
 		t.Fatalf("status jobs %+v right after a registration: a stale document", st.Jobs)
 	}
 	p.Process.Signal(syscall.SIGTERM)
+	var seen []string
 	poll(t, 10*time.Second, "the event of the job's end", func() bool {
 		page, err := td.client.Events(ctx, 0)
 		if err != nil {
 			return false
 		}
+		seen = seen[:0]
 		for _, e := range page.Events {
-			if e.Subject == "kept1" && strings.HasPrefix(e.Message, "job ") && e.Message != "job registered" {
-				return true
+			if e.Subject != "kept1" {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s %q %v", e.Kind, e.Message, e.Fields))
+			if _, ok := e.Fields["state"]; ok && e.Kind == api.EventKill {
+				return true // the end's event: the registry says ended before it is recorded
 			}
 		}
 		return false
 	})
 	if st := status("after the job ended"); st.Jobs == nil || st.Jobs.Running != 0 {
-		t.Errorf("status jobs %+v after the daemon recorded the job's end: a stale document", st.Jobs)
+		t.Errorf("status jobs %+v after the daemon recorded the job's end: a stale document (events of the job: %s)", st.Jobs, strings.Join(seen, "; "))
 	}
 
 	// A mount added (a mutating call) shows at once.
