@@ -116,29 +116,3 @@ func findNSRoot(procRoot string) (string, error) {
 	}
 	return root, nil
 }
-
-// outsideDelegatingNS says why a cgroup root (rel, below the mount) cannot take jobs, or
-// "": with nsdelegate on the cgroup2 mount (systemd mounts it so), the kernel refuses a
-// process in a cgroup namespace of its own to move a process into a cgroup outside that
-// namespace (ENOENT, "Delegation Containment" in the kernel's cgroup-v2 documentation),
-// so a pod's daemon could register no job there: it says so instead, once, in status.
-func outsideDelegatingNS(procRoot, rel string) string {
-	entries, _ := mountinfo.Read(procRoot)
-	var mount mountinfo.Entry
-	for _, e := range entries {
-		if e.FSType == "cgroup2" {
-			mount = e
-		}
-	}
-	if _, ok := mount.SuperOpts["nsdelegate"]; !ok || (mount.Root != "/.." && !strings.HasPrefix(mount.Root, "/../")) {
-		return ""
-	}
-	root, err := findNSRoot(procRoot)
-	if err == nil && (rel == root || strings.HasPrefix(rel, root+"/")) {
-		return ""
-	}
-	ns, _ := os.Readlink(filepath.Join(procRoot, "self", "ns", "cgroup"))
-	return fmt.Sprintf("[jobs] cgroup_root %s lies outside sandboxd's cgroup namespace (%s), and the cgroup2 mount %s has nsdelegate: "+
-		"the kernel refuses to move a process there from inside the namespace; run sandboxd in the host's cgroup namespace "+
-		"(docs/operations.md, Kubernetes)", filepath.Join(mount.MountPoint, rel), ns, mount.MountPoint)
-}

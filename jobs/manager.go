@@ -232,9 +232,6 @@ func (m *Manager) findRoot() string {
 		if rel, err := filepath.Rel(mount, m.root); err != nil || rel == ".." || len(rel) > 1 && rel[:2] == ".." {
 			return "[jobs] cgroup_root " + m.root + " is not below the cgroup2 mount " + mount
 		}
-		if why := outsideDelegatingNS(m.opts.ProcRoot, m.cg.rel(m.root)); why != "" {
-			return why
-		}
 	} else {
 		root, delegated, err := FindRoot(m.opts.ProcRoot)
 		if err != nil {
