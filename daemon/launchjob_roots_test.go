@@ -16,7 +16,8 @@ import (
 // 65534's required mount, tied to its job and on an empty directory of its own (so
 // missing), gates the launches that name that job ("job", `sandboxd launch --job`: 503
 // mount_unavailable, exit 75) and never root's launch nor 65534's own launch of no job.
-// A launch naming no job of that id answers 404.
+// A registration with its launch check in one call ("launch": {"job": ...}) is gated the
+// same. A launch naming no job of that id answers 404.
 func TestWritersRequiredMountGatesItsJobsLaunches(t *testing.T) {
 	root := testenv.CgroupRoot(t)
 	dir, err := os.MkdirTemp("", "sandboxd-launchjob-")
@@ -52,6 +53,16 @@ func TestWritersRequiredMountGatesItsJobsLaunches(t *testing.T) {
 	code, answer := requestAs(t, td, attacker, attacker, nil, "POST", "/v1/launch", `{"job": "sess"}`)
 	if code != 503 || !strings.Contains(answer, `"code":"mount_unavailable"`) || !strings.Contains(answer, "sess-req") {
 		t.Errorf("65534's launch for its job passed its job's missing required mount: %d %s; want 503 mount_unavailable (exit 75)", code, answer)
+	}
+	// The same through a registration with its launch check in one call (POST /v1/jobs
+	// with "launch"): refused, and nothing registered.
+	cmd1 := nobodySleeper(t, attacker)
+	code, answer = requestAs(t, td, attacker, attacker, nil, "POST", "/v1/jobs", fmt.Sprintf(`{"id": "cmd1", "pid": %d, "launch": {"job": "sess"}}`, cmd1.Process.Pid))
+	if code != 503 || !strings.Contains(answer, `"code":"mount_unavailable"`) {
+		t.Errorf("65534's registration with a launch for its job: %d %s; want 503 mount_unavailable", code, answer)
+	}
+	if code, answer := requestAs(t, td, attacker, attacker, nil, "GET", "/v1/jobs/cmd1", ""); code != 404 {
+		t.Errorf("the refused registration left a job: %d %s", code, answer)
 	}
 	if code, answer := requestAs(t, td, attacker, attacker, nil, "POST", "/v1/launch", `{"job": "nosuch"}`); code != 404 {
 		t.Errorf("a launch for a job that is not registered: %d %s; want 404", code, answer)
