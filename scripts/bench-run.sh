@@ -90,13 +90,20 @@ done
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
 t1=$(date +%s%N)
-"$BIN" jobs list --json >"$WORK/jobs.json"
-counts=$(python3 - "$WORK/jobs.json" <<'PY'
+# The daemon notices each end from the cgroup's events, after run returned: count once no
+# job of them runs any more (at most 60 s).
+for _ in $(seq 600); do
+	"$BIN" jobs list --json >"$WORK/jobs.json"
+	counts=$(python3 - "$WORK/jobs.json" <<'PY'
 import json, sys
 jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j["id"].startswith("conc")]
-print(len(jobs), sum(1 for j in jobs if j["state"] == "ended" and j["reason"] == "exited"))
+print(len(jobs), sum(1 for j in jobs if j["state"] == "ended" and j["reason"] == "exited"), sum(1 for j in jobs if j["state"] == "running"))
 PY
 )
+	[ "${counts##* }" = 0 ] && break
+	sleep 0.1
+done
+counts=${counts% *}
 left=0
 for d in "$CGROOT"/jobs/*/; do
 	[ -s "$d/cgroup.procs" ] && left=$((left + 1))

@@ -268,7 +268,8 @@ func TestSpawnAsNobody(t *testing.T) {
 	if code != 5 {
 		t.Errorf("run as uid %d: exit %d, want 5 (CMD's): %s", nobody, code, serr)
 	}
-	j := jobState(t, sock, "nb-run")
+	var j api.Job // its end is noticed from the cgroup's events, after run returned
+	waitUntil(t, 30*time.Second, "nb-run to be seen ended", func() bool { j = jobState(t, sock, "nb-run"); return j.State != api.JobRunning })
 	if j.Owner == nil || j.Owner.UID != nobody || j.State != api.JobEnded {
 		t.Errorf("run as uid %d: job %+v, want owned by it and ended", nobody, j)
 	}
@@ -315,18 +316,28 @@ func TestRunHundredConcurrent(t *testing.T) {
 			}
 		}
 	}
-	r := sandboxd(t, nil, "jobs", "list", "--socket", sock, "--json")
-	var p api.JobsPage
-	json.Unmarshal([]byte(r.stdout), &p)
+	// The daemon notices each end from its cgroup's events, after run returned: wait
+	// until no job of the 100 is running any more, then count.
 	registered, ended := 0, 0
-	for _, j := range p.Jobs {
-		if strings.HasPrefix(j.ID, "c") {
-			registered++
-			if j.State == api.JobEnded && j.Reason == api.ReasonExited {
-				ended++
+	waitUntil(t, 60*time.Second, "the 100 jobs to be seen ending", func() bool {
+		r := sandboxd(t, nil, "jobs", "list", "--socket", sock, "--json")
+		var p api.JobsPage
+		json.Unmarshal([]byte(r.stdout), &p)
+		registered, ended = 0, 0
+		running := 0
+		for _, j := range p.Jobs {
+			if strings.HasPrefix(j.ID, "c") {
+				registered++
+				switch {
+				case j.State == api.JobEnded && j.Reason == api.ReasonExited:
+					ended++
+				case j.State == api.JobRunning:
+					running++
+				}
 			}
 		}
-	}
+		return running == 0
+	})
 	left := 0
 	ents, _ := os.ReadDir(filepath.Join(root, "jobs"))
 	for _, e := range ents {
