@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -125,6 +126,7 @@ func readSpawnReport(uc *net.UnixConn) (api.SpawnReport, []int, error) {
 	var line []byte
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*4))
+	retried := false
 	for !bytes.Contains(line, []byte{'\n'}) {
 		if len(line) > 16<<10 {
 			return rep, fds, errors.New("the report line is longer than 16 KiB")
@@ -149,6 +151,13 @@ func readSpawnReport(uc *net.UnixConn) (api.SpawnReport, []int, error) {
 		if err != nil {
 			if n > 0 && bytes.Contains(line, []byte{'\n'}) {
 				break
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && !retried {
+				// The wait may have passed while sandboxd itself was stopped (SIGSTOP, a
+				// frozen cgroup) with the report already in the socket: look once more.
+				retried = true
+				uc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+				continue
 			}
 			return rep, fds, fmt.Errorf("the caller closed or went silent before it reported (%v)", err)
 		}

@@ -35,6 +35,14 @@ func TestRunSpawnsIntoCgroup(t *testing.T) {
 	_, sock, logs := serveDaemon(t, openTempDir(t), cfg)
 	env := []string{api.SocketEnv + "=" + sock}
 	out := t.TempDir()
+	// Item 2: the launch check rides in the registration's call; its refusal is run's 125
+	// and registers nothing.
+	if r := sandboxd(t, env, "run", "--id", "refused", "--need-bytes", "1PiB", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "refused") && !strings.Contains(r.stderr, "disk_full") {
+		t.Errorf("run with a need no disk has: exit %d, %s; want 125 and the refusal", r.code, r.stderr)
+	}
+	if j := jobState(t, sock, "refused"); j.ID != "" {
+		t.Errorf("a refused launch registered a job: %+v", j)
+	}
 	for _, mode := range []struct {
 		name    string
 		env     []string
