@@ -26,7 +26,9 @@ import (
 //
 // When the kernel refuses the spawn (before 5.7, or a non-root runner of a root daemon:
 // see docs/operations.md) the daemon moves run itself into the cgroup instead and run execs
-// CMD in place, the path before issue 27. done is false only when the daemon predates
+// CMD in place, the path before issue 27. Go's syscall package does not fall back by
+// itself: with UseCgroupFD it always calls clone3 and returns its error (ENOSYS, E2BIG,
+// EACCES, ...) from ForkExec, so the choice is made here, at run time, on that error. done is false only when the daemon predates
 // POST /v1/jobs/spawn: the two calls follow then.
 func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req api.JobRequest, path string, argv []string, problemFile string) (code int, done bool) {
 	req.Launch = &launch
