@@ -183,3 +183,32 @@ func exists(dir, name string) bool {
 func siteCfg(name, dir string) SiteConfig {
 	return SiteConfig{Name: name, Path: dir, MaxAge: 12 * time.Hour, MinAge: 15 * time.Minute}
 }
+
+// drainAll prunes s in drain batches until a batch claims nothing, as drainLoop does, and
+// adds the batches up (Problem: the first one given). One batch is not the whole backlog:
+// it stops taking jobs once drainBatchTime has passed (after its first job), which a
+// loaded machine reaches after any job.
+func drainAll(t testing.TB, s *site) PruneResult {
+	t.Helper()
+	total := PruneResult{Site: s.name, ByReason: map[string]int64{}}
+	for i := 0; ; i++ {
+		r, claimed := s.pruneClaimed(context.Background(), 1000, pruneDrain)
+		total.Files += r.Files
+		total.Bytes += r.Bytes
+		total.Jobs = append(total.Jobs, r.Jobs...)
+		for k, v := range r.ByReason {
+			total.ByReason[k] += v
+		}
+		total.Pending, total.Observed = r.Pending, total.Observed || r.Observed
+		if total.Problem == "" {
+			total.Problem = r.Problem
+		}
+		total.errs = append(total.errs, r.errs...)
+		if claimed == 0 {
+			return total
+		}
+		if i == 1000 {
+			t.Fatalf("the drain still claims jobs after %d batches: %+v", i, total)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,7 +21,7 @@ func TestDrainRechecksAgeBeforeDeleting(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "fresh.out"), []byte("written again\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := s.prune(context.Background(), 1000, pruneDrain)
+	r := drainAll(t, s)
 	if r.Files != int64(len(stale)) {
 		t.Fatalf("pruned %d files (%v), want the %d of the stale job", r.Files, r.Jobs, len(stale))
 	}

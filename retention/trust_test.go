@@ -94,7 +94,7 @@ func TestDrainTrustsTheIndexOnlyWithoutPendingChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := s.prune(context.Background(), 1000, pruneDrain)
+	r := drainAll(t, s)
 	if r.Files != int64(len(stale)) || !slices.Equal(r.Jobs, []string{"stale"}) {
 		t.Fatalf("pruned %d files of jobs %v, want the %d of job stale only", r.Files, r.Jobs, len(stale))
 	}
@@ -228,7 +228,7 @@ func TestPartialIndexPrunesByAgeOnly(t *testing.T) {
 	s.ready, s.filling, s.problem = false, true, notScanned // as during the first scan
 	s.mu.Unlock()
 
-	r := s.prune(context.Background(), 1000, pruneDrain)
+	r := drainAll(t, s)
 	if r.ByReason[ReasonAge] != int64(len(expired)) || r.ByReason[ReasonCount] != 0 {
 		t.Fatalf("partial index pruned %v, want the %d expired files by age only", r.ByReason, len(expired))
 	}
@@ -241,7 +241,7 @@ func TestPartialIndexPrunesByAgeOnly(t *testing.T) {
 	s.mu.Lock()
 	s.ready, s.filling, s.problem = true, false, ""
 	s.mu.Unlock()
-	r = s.prune(context.Background(), 1000, pruneDrain)
+	r = drainAll(t, s)
 	if r.ByReason[ReasonCount] != 18 {
 		t.Fatalf("complete index pruned %v for count, want the 3 oldest jobs (18 files) to go", r.ByReason)
 	}
@@ -317,7 +317,7 @@ func TestTrustedUnlinkAdversarial(t *testing.T) {
 
 	requireTrustedPicks(t, s)
 
-	r := s.prune(context.Background(), 1000, pruneDrain)
+	r := drainAll(t, s)
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
 		t.Fatalf("the symlink's target outside the site: %q, %v", b, err)
 	}
