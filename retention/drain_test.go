@@ -2,6 +2,8 @@ package retention
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // drainEvents are the closing prune events of drains (progress reports left out).
@@ -128,5 +131,52 @@ func TestDrainReportsProgress(t *testing.T) {
 	}
 	if f := drainEvents(h)[0].Fields; f["files"] != int64(files) {
 		t.Errorf("closing event files %v, want %d", f["files"], files)
+	}
+}
+
+// TestDrainEndsAtAMountPoint: a job whose directory became a mount point after it was
+// indexed (a sandbox mounting into its own job directory) expires; the drain prunes its
+// files, leaves the mount point and what it shows alone, says so in its one event, and
+// ends. It used to skip the mount point without an error, so the job stayed expired in
+// the index and every batch claimed it again: the drain never ended and spun at about
+// 10,000 batches a second for as long as the mount stayed.
+func TestDrainEndsAtAMountPoint(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := testenv.Tmpfs(t, 64<<20, 0)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "data"), []byte("mounted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := siteCfg("s", dir)
+	// Young enough to be indexed and kept, old enough to expire within the test.
+	names := oldDirJob(t, dir, "bound", time.Now().Add(-cfg.MaxAge+time.Second))
+	h := run(t, Options{Sites: []SiteConfig{cfg}})
+	s, err := h.m.site("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job indexed", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.idx.jobs["bound"] != nil
+	})
+	mnt := filepath.Join(dir, "bound")
+	if err := unix.Mount(outside, mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	waitFor(t, "the drain to end", func() bool { return len(drainEvents(h)) > 0 })
+	f := drainEvents(h)[0].Fields
+	if errs, _ := f["errors"].([]string); len(errs) != 1 || !strings.Contains(errs[0], "a mount point") ||
+		f["files"] != int64(len(names)-1) {
+		t.Errorf("drain event %+v; want the job's %d files and one error naming the mount point", f, len(names)-1)
+	}
+	for _, n := range names[:len(names)-1] {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			t.Errorf("%s of the expired job survived", n)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "data")); err != nil || string(b) != "mounted\n" {
+		t.Fatalf("the mount point in the site: %q, %v (it must not be removed)", b, err)
 	}
 }

@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -63,7 +62,7 @@ func TestTrustedPickRechecksItsDirectory(t *testing.T) {
 		t.Fatalf("%d picks, want 3", n)
 	}
 
-	s.prune(context.Background(), 1000, pruneDrain)
+	drainAll(t, s)
 	for _, n := range gone {
 		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
 			t.Errorf("%s of the untouched expired job survived", n)
