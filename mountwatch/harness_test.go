@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,6 +134,20 @@ func (f *fixture) cleanup() {
 	setImmutable(f.mnt, false)
 	if err := os.RemoveAll(f.base); err != nil {
 		f.t.Logf("cleanup: %v", err)
+	}
+	// No probe server outlives its test: the watcher's Run closed them, and those stuck
+	// in a hung mount were freed by the aborts above. (A server started after Run
+	// returned, by a remediation still running, once stayed for the life of the process,
+	// and TestProbeServerLivesAndIsReplaced counted it.)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(probeServerPids()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pids := probeServerPids(); len(pids) > 0 {
+		f.t.Errorf("cleanup: probe servers %v outlived the test", pids)
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
 	}
 }
 

@@ -81,8 +81,12 @@ type probeServer struct {
 
 // probeServers are the running probe servers by owner; the zero value is ready.
 type probeServers struct {
-	mu    sync.Mutex // guards byKey
+	mu    sync.Mutex // guards byKey, stopped
 	byKey map[string]*probeServer
+	// stopped: closeAll ran (the watcher's Run returned). No server starts after it: a
+	// remediation worker still running then (a remount's probes) would start one that
+	// nothing closes any more, a child left reading its stdin for the life of the process.
+	stopped bool
 }
 
 // credKey names a credential with its groups: a peer's SO_PEERGROUPS may differ from the
@@ -141,6 +145,9 @@ func (ps *probeServers) server(argv []string, cred *syscall.Credential) (*probeS
 	key := credKey(cred)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	if ps.stopped {
+		return nil, errors.New("probe servers stopped: the watcher is not running")
+	}
 	if s := ps.byKey[key]; s != nil {
 		s.mu.Lock()
 		gone := s.dead || s.closed
@@ -224,10 +231,11 @@ func (s *probeServer) finish(id uint64, line string, err error) {
 }
 
 // closeAll stops every probe server (their stdin closes; they exit once their probes
-// stuck in a hung mount, if any, are freed).
+// stuck in a hung mount, if any, are freed) and starts none after.
 func (ps *probeServers) closeAll() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.stopped = true
 	for k, s := range ps.byKey {
 		s.mu.Lock()
 		s.closed = true

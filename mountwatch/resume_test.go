@@ -28,6 +28,7 @@ func TestResumeRefreshesAndProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.w = w
+	t.Cleanup(w.servers.closeAll) // no Run here, whose end closes the probe servers Resume starts
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	acts := w.Resume(ctx)
