@@ -50,11 +50,11 @@ func (w *Watcher) remount(ctx context.Context, m *mount, from string) bool {
 	w.mu.Unlock()
 	w.emitTransition(m, ev)
 	err := w.doRemount(ctx, m, from, old, wasPresent)
-	w.mu.Lock()
-	m.remounting = false
-	m.remounts++
-	w.mu.Unlock()
 	if err != nil {
+		w.mu.Lock()
+		m.remounting = false
+		m.remounts++
+		w.mu.Unlock()
 		w.count(m, "failed")
 		w.mu.Lock()
 		ev := m.setState(from, prevErrno, prevOp, prevMsg, w.opts.Now())
@@ -142,8 +142,12 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 	} else {
 		w.forgetStaleExpiry(m)
 	}
+	// Counted before the healthy probe is applied: a status that shows the mount healthy
+	// again shows the remount that did it (TestDisconnectedRemount read healthy with
+	// remounts_total 0 in between).
 	w.mu.Lock()
 	m.remounting = false
+	m.remounts++
 	w.mu.Unlock()
 	w.apply(m, o)
 	return nil
