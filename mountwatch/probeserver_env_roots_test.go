@@ -77,10 +77,13 @@ func TestProbeServerOfNonRootOwnerIsTheOwners(t *testing.T) {
 	}
 	t.Logf("the stand-in daemon's oom_score_adj: %s", daemonAdj)
 	// The server is the probe binary once the wrapper has exec'd it (after it reset
-	// oom_score_adj).
+	// oom_score_adj) and the exec is done: the kernel points /proc/pid/exe at the new
+	// binary before it lays out the new stack, and until then environ reads empty (seen
+	// under load: "" in its environment).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe == testBin {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe == testBin &&
+			strings.Contains(proc(pid, "cmdline"), "--serve") && proc(pid, "environ") != "" {
 			break
 		}
 		if time.Now().After(deadline) {
