@@ -86,7 +86,12 @@ func (m *Manager) load() {
 			continue
 		}
 		if uid, ok := keyUID(j.ID); ok && (j.Owner == nil || j.Owner.UID != uid) {
-			continue // a key of one uid on a job of another: hand-edited, not ours to act on
+			// A key of one uid on a job of another: hand-edited, not ours to act on.
+			msg := fmt.Sprintf("job %s quarantined at start: its registry key names uid %d but its owner is another; nothing in its cgroup was ended and the entry is dropped", j.ID, uid)
+			m.opts.Logger.Error(msg)
+			m.emit(api.Event{Time: m.opts.Now(), Kind: api.EventJob, Subject: pubID(j.ID), Message: msg,
+				Fields: map[string]any{"result": "quarantined", "cgroup": j.Cgroup}})
+			continue
 		}
 		if want := filepath.Join(m.root, "jobs", j.ID); m.root != "" && filepath.Clean(j.Cgroup) != want {
 			// A hand-edited registry must not aim the dead-man switch at another cgroup
