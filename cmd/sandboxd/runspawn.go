@@ -47,6 +47,10 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 	}
 	env := append(os.Environ(), api.JobIDEnv+"="+j.ID, api.JobCgroupEnv+"="+j.Cgroup)
 
+	if !inv.g.json {
+		printSpawned(inv, j) // before CMD's own output, as when run exec'd it
+	}
+
 	// Spawn from a thread that lives as long as run: Pdeathsig fires when the forking
 	// thread ends, and run's death must end CMD as it did when run was CMD.
 	runtime.LockOSThread()
@@ -81,13 +85,15 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 		waitChild(pid)
 		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile), true
 	}
-	printSpawned(inv, j)
 	results := make(chan error, 1)
 	go func() {
 		got, err := sp.Result()
 		if err == nil {
 			for _, w := range got.Warnings {
 				fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
+			}
+			if inv.g.json {
+				printJSON(inv.stderr, got) // the job as registered, its pid known
 			}
 		}
 		results <- err
