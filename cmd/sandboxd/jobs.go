@@ -118,12 +118,17 @@ func runJobsList(ctx context.Context, inv *invocation) int {
 	}
 	// Grouped by lease: the jobs with a lease of their own first, then each shared lease
 	// (issue 20 item 4) with its jobs under it.
+	// A lease is its owner's (names are each owner's own), so two uids' "ci" are two groups.
 	groups, names := map[string][]api.Job{}, []string{}
 	for _, j := range p.Jobs {
-		if _, ok := groups[j.Lease]; !ok && j.Lease != "" {
-			names = append(names, j.Lease)
+		key := ""
+		if j.Lease != "" {
+			key = ownedName(j.Lease, j.Owner)
 		}
-		groups[j.Lease] = append(groups[j.Lease], j)
+		if _, ok := groups[key]; !ok && key != "" {
+			names = append(names, key)
+		}
+		groups[key] = append(groups[key], j)
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
@@ -147,6 +152,15 @@ func runJobsList(ctx context.Context, inv *invocation) int {
 	return exitOK
 }
 
+// ownedName is a job id or lease name as the tables show it: ID for root's, ID@UID for
+// another uid's (ids are each owner's own, issue 21; the job's cgroup is named the same).
+func ownedName(name string, owner *api.JobOwner) string {
+	if owner == nil || owner.UID == 0 {
+		return name
+	}
+	return name + "@" + strconv.FormatUint(uint64(owner.UID), 10)
+}
+
 func printJobTable(inv *invocation, jobs []api.Job) {
 	tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tREASON\tPROCS\tPID\tSITE\tSTARTED\tLEASE\tDEADLINE")
@@ -156,7 +170,7 @@ func printJobTable(inv *invocation, jobs []api.Job) {
 		if j.State == api.JobRunning {
 			lease, deadline = untilText(now, j.LeaseExpiresAt), untilText(now, j.DeadlineAt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.State, dash(j.Reason), j.Processes, j.PID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", ownedName(j.ID, j.Owner), j.State, dash(j.Reason), j.Processes, j.PID,
 			dash(j.Site), j.StartedAt.Local().Format("15:04:05"), lease, deadline)
 	}
 	tw.Flush()
@@ -179,7 +193,7 @@ func runLeasesList(ctx context.Context, inv *invocation) int {
 	fmt.Fprintln(tw, "LEASE\tJOBS\tRUNNING\tTTL\tRENEWED UNTIL\tHEARTBEATS")
 	now := time.Now()
 	for _, l := range p.Leases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", l.Name, len(l.Jobs), l.Running,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\n", ownedName(l.Name, l.Owner), len(l.Jobs), l.Running,
 			api.FormatDuration(time.Duration(l.TTLSeconds*float64(time.Second))), untilText(now, l.LeaseExpiresAt), l.Heartbeats)
 	}
 	tw.Flush()

@@ -44,6 +44,10 @@ func TestRunIDCannotBeSquatted(t *testing.T) {
 	if code, stderr := asNobody(t, bin, "run", "--socket", sock, "--id", "build-1", "--", "true"); code != 125 || !strings.Contains(stderr, "conflict") {
 		t.Errorf("65534's second run --id build-1: exit %d (%s); want 125 conflict, its own id is taken", code, stderr)
 	}
+	// The table tells the two apart: root's build-1 (ended) and 65534's build-1@65534.
+	if r := sandboxd(t, nil, "jobs", "list", "--socket", sock); r.code != 0 || !strings.Contains(r.stdout, "build-1@65534 ") || !strings.Contains(r.stdout, "\nbuild-1 ") {
+		t.Errorf("sandboxd jobs list: exit %d\n%s", r.code, r.stdout)
+	}
 	// Root ends 65534's build-1 by naming its owner (sandboxd jobs end --owner, ?owner=);
 	// the answer comes once it is empty.
 	if r := sandboxd(t, nil, "jobs", "end", "--socket", sock, "--owner", fmt.Sprint(nobody), "build-1"); r.code != 0 {
