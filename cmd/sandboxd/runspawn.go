@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -220,13 +221,30 @@ func exitLike(ws syscall.WaitStatus) int {
 		return ws.ExitStatus()
 	}
 	if ws.Signaled() {
-		sig := ws.Signal()
-		signal.Reset(sig)
-		if sig != syscall.SIGKILL && sig != syscall.SIGSTOP {
-			unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}) // CMD dumped its core already
-		}
-		syscall.Kill(os.Getpid(), sig)
-		return 128 + int(sig)
+		dieOf(ws.Signal())
+		return 128 + int(ws.Signal()) // a signal whose default is to be ignored
 	}
 	return 128
+}
+
+// kSigaction is the kernel's struct sigaction (rt_sigaction) on Linux.
+type kSigaction struct {
+	handler, flags, restorer uintptr
+	mask                     uint64
+}
+
+// dieOf ends run by sig with the kernel's default action. Go's runtime keeps handlers of
+// its own (a SIGABRT or SIGQUIT would print a goroutine dump and exit 2, a SIGUSR1 would
+// be caught and nothing done), so the handler is set to SIG_DFL with rt_sigaction itself,
+// the signal unblocked on this thread and sent to it.
+func dieOf(sig syscall.Signal) {
+	if sig != syscall.SIGKILL && sig != syscall.SIGSTOP {
+		unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}) // CMD dumped its core already
+		var dfl kSigaction                               // handler 0: SIG_DFL
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+		var set unix.Sigset_t
+		set.Val[(sig-1)/64] |= 1 << ((uint(sig) - 1) % 64)
+		unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+	}
+	unix.Tgkill(os.Getpid(), unix.Gettid(), sig)
 }

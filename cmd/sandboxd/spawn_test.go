@@ -90,6 +90,16 @@ func TestRunSpawnsIntoCgroup(t *testing.T) {
 			if r.code != 7 {
 				t.Errorf("run -- sh -c 'exit 7': exit %d, want 7 (%s)", r.code, r.stderr)
 			}
+			// CMD's death by a signal is run's, also for one Go's runtime handles itself
+			// (SIGABRT would be a goroutine dump and exit 2, SIGUSR1 caught and ignored).
+			for _, sig := range []syscall.Signal{syscall.SIGABRT, syscall.SIGUSR1} {
+				c := exec.Command(binary, "run", "--", "sh", "-c", fmt.Sprintf("kill -%d $$", sig))
+				c.Env = append(os.Environ(), append(env, mode.env...)...)
+				err := c.Run()
+				if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); err == nil || !ok || !ws.Signaled() || ws.Signal() != sig {
+					t.Errorf("run of a CMD killed by %v: %v, want death by the same signal", sig, err)
+				}
+			}
 			if r := sandboxd(t, append(env, mode.env...), "run", "--", "/nonexistent/cmd"); r.code != 127 {
 				t.Errorf("run of a missing command: exit %d, want 127", r.code)
 			}
