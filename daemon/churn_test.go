@@ -19,6 +19,7 @@ import (
 // DiskPressure, the threshold stays 100 MiB, and every cache file hashes the same after.
 // The growth window is 10 s here (not 10m), so the rate is live within the test.
 func TestChurnDeletesNoCache(t *testing.T) {
+	t.Parallel() // long, and mostly waiting: see "Parallel tests" in harness_test.go
 	mnt := testenv.Tmpfs(t, 768<<20, 0)
 	cache := filepath.Join(mnt, "cache")
 	os.Mkdir(cache, 0o755)

@@ -93,6 +93,7 @@ func TestHelperFlood(t *testing.T) {
 // event per 10 s window) and a handful of WARN lines, and the earlier lifecycle and
 // reserve events are still in /v1/events.
 func TestRefusalFloodKeepsTrail(t *testing.T) {
+	t.Parallel() // long, and mostly waiting: see "Parallel tests" in harness_test.go
 	testenv.RequireRoot(t)
 	mnt := testenv.Tmpfs(t, 64<<20, 0)
 	var logs testenv.SyncBuffer

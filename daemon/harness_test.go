@@ -19,6 +19,14 @@ import (
 	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
+// Parallel tests. A few long tests that mostly wait (on a growth window, a retry period,
+// a refusal window) call t.Parallel (make test runs them 8 at a time: -parallel 8). Go runs
+// them together only after every serial test has returned, so a serial test that counts
+// this process's goroutines, fds or children never sees them. A test joins them only if
+// everything it asserts is about its own daemon, sockets, tmpfs and logger: no
+// process-wide counts (heap, goroutines, children), no t.Setenv, no shared paths, and no
+// CPU-heavy load (TestManyConnections stays serial).
+
 // testDaemon is a daemon running on a socket in a temp dir, stopped at cleanup.
 type testDaemon struct {
 	d      *Daemon

@@ -19,6 +19,7 @@ import (
 // it adds nothing; announced whole, the rewrites would read as 2.5 MiB/s that others freed
 // and hide the writer. The growth reads the writer's rate (within 30%).
 func TestStateRewritesDoNotHideAWriter(t *testing.T) {
+	t.Parallel() // long, and mostly waiting: see "Parallel tests" in harness_test.go
 	mnt := testenv.Tmpfs(t, 512<<20, 0)
 	text := fmt.Sprintf(`site = []
 [[filesystem]]

@@ -27,6 +27,7 @@ func persistCond(t *testing.T, td *testDaemon) api.Condition {
 // StateNotPersistent (health warning, one WARN line for the whole episode however many
 // writes fail) and clears it once a write succeeds again after space is freed.
 func TestStateDirFullIsAWarning(t *testing.T) {
+	t.Parallel() // long, and mostly waiting: see "Parallel tests" in harness_test.go
 	testenv.RequireRoot(t)
 	stateFS := testenv.Tmpfs(t, 1<<20, 0)
 	dir := t.TempDir()

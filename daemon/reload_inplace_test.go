@@ -34,6 +34,7 @@ func startupRuns(td *testDaemon) int64 {
 // launches naming the mount are never refused across the reloads; the start-up reclaim
 // does not run again.
 func TestReloadKeepsState(t *testing.T) {
+	t.Parallel() // long, and mostly waiting: see "Parallel tests" in harness_test.go
 	testenv.RequireRoot(t)
 	for _, tc := range []struct{ name, from, to string }{
 		{"unchanged", "", ""},

@@ -34,6 +34,7 @@ func condition(st *api.Status, typ, subject string) api.Condition {
 // "0s" keeps the static threshold under a fast fill, cooldown "0s" lets a second launch
 // reclaim, and /v1/config shows "0s" for each as in force (issue 10, item 5).
 func TestZeroDurationsMeanWhatTheDocsSay(t *testing.T) {
+	t.Parallel() // long, and mostly waiting: see "Parallel tests" in harness_test.go
 	mnt := testenv.Tmpfs(t, 64<<20, 0)
 	cache := filepath.Join(mnt, "cache")
 	os.Mkdir(cache, 0o755)
