@@ -123,10 +123,17 @@ export declare class Client {
   resume(opts?: { deadline?: Duration; [field: string]: unknown }): Promise<ReclaimRun>;
   reclaim(opts?: { dryRun?: boolean; targetFree?: Size; [field: string]: unknown }): Promise<ReclaimRun>;
   registerJob(req: { pid: number; id?: string; ttl?: Duration; site?: string; lease?: string; maxLifetime?: Duration; grace?: Duration; labels?: Record<string, string> }): Promise<JobInfo>;
-  heartbeat(id: string, opts?: { extend?: Duration }): Promise<JobInfo>;
-  endJob(id: string, opts?: { wait?: boolean; timeout?: number }): Promise<JobInfo>;
-  job(id: string): Promise<JobInfo>;
-  jobs(): Promise<JobList>;
+  /** owner: whose job, a uid (ids are each owner's own); left out, the caller's own, else the only one of that id. */
+  heartbeat(id: string, opts?: { extend?: Duration; owner?: number }): Promise<JobInfo>;
+  endJob(id: string, opts?: { wait?: boolean; timeout?: number; owner?: number }): Promise<JobInfo>;
+  job(id: string, opts?: { owner?: number }): Promise<JobInfo>;
+  /** owner: only that uid's jobs. */
+  jobs(opts?: { owner?: number }): Promise<JobList>;
+  /** GET /v1/leases; owner: only that uid's leases. */
+  leases(opts?: { owner?: number }): Promise<{ leases: Lease[] }>;
+  /** owner: whose lease, a uid (names are each owner's own). */
+  heartbeatLease(name: string, opts?: { extend?: Duration; owner?: number }): Promise<Lease>;
+  endLease(name: string, opts?: { wait?: boolean; timeout?: number; owner?: number }): Promise<Lease>;
   leaks(opts?: { clean?: boolean }): Promise<LeaksReport>;
   mounts(): Promise<MountList>;
   mount(name: string): Promise<Mount>;

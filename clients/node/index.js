@@ -134,6 +134,15 @@ export function parseDuration(d) {
 
 const dropUndefined = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
 const q = encodeURIComponent;
+/** The query of a job or lease call: "?wait=false", "?owner=UID", both, or "". */
+function query({ wait = true, owner } = {}) {
+  const parts = wait ? [] : ['wait=false'];
+  if (owner !== undefined && owner !== null) {
+    if (!Number.isInteger(owner) || owner < 0 || owner > 0xFFFFFFFF) throw new TypeError(`owner must be a uid (an integer from 0 to 4294967295), not ${JSON.stringify(owner)}`);
+    parts.push(`owner=${owner}`);
+  }
+  return parts.length ? `?${parts.join('&')}` : '';
+}
 const iso = (t) => (t instanceof Date ? t.toISOString() : t);
 
 /** Calls one sandboxd daemon over its Unix socket. */
@@ -216,18 +225,38 @@ export class Client {
       max_lifetime: goDuration(maxLifetime), grace: goDuration(grace), labels }));
   }
 
-  heartbeat(id, { extend } = {}) {
+  /** POST /v1/jobs/{id}/heartbeat; owner: whose job (ids are each owner's own). */
+  heartbeat(id, { extend, owner } = {}) {
     // No extend: no body (an empty POST is {}), the cheapest renewal there is.
-    return this.request('POST', `/v1/jobs/${q(id)}/heartbeat`, extend === undefined ? undefined : { extend: goDuration(extend) });
+    return this.request('POST', `/v1/jobs/${q(id)}/heartbeat${query({ owner })}`, extend === undefined ? undefined : { extend: goDuration(extend) });
   }
 
   /** DELETE /v1/jobs/{id}: SIGTERM, SIGKILL after its grace; with wait the answer comes once its cgroup is empty. */
-  endJob(id, { wait = true, timeout } = {}) {
-    return this.request('DELETE', `/v1/jobs/${q(id)}${wait ? '' : '?wait=false'}`, undefined, { timeout: timeout ?? Math.max(this.timeout, 120_000) });
+  endJob(id, { wait = true, timeout, owner } = {}) {
+    return this.request('DELETE', `/v1/jobs/${q(id)}${query({ wait, owner })}`, undefined, { timeout: timeout ?? Math.max(this.timeout, 120_000) });
   }
 
-  job(id) { return this.request('GET', `/v1/jobs/${q(id)}`); }
-  jobs() { return this.request('GET', '/v1/jobs'); }
+  /**
+   * GET /v1/jobs/{id}. Ids are each owner's own: without owner the caller's own job of that
+   * id, else the only one (Conflict when several uids hold it); {owner: UID} names whose.
+   */
+  job(id, { owner } = {}) { return this.request('GET', `/v1/jobs/${q(id)}${query({ owner })}`); }
+  /** GET /v1/jobs; {owner: UID} lists only that uid's jobs. */
+  jobs({ owner } = {}) { return this.request('GET', `/v1/jobs${query({ owner })}`); }
+
+  /** GET /v1/leases: {leases: [...]}; {owner: UID} lists only that uid's leases. */
+  leases({ owner } = {}) { return this.request('GET', `/v1/leases${query({ owner })}`); }
+
+  /** POST /v1/leases/{name}/heartbeat: renew every job of the lease, one call; owner: whose lease. */
+  heartbeatLease(name, { extend, owner } = {}) {
+    return this.request('POST', `/v1/leases/${q(name)}/heartbeat${query({ owner })}`, extend === undefined ? undefined : { extend: goDuration(extend) });
+  }
+
+  /** DELETE /v1/leases/{name}: end every job of the lease; with wait the answer comes once every cgroup is empty. */
+  endLease(name, { wait = true, timeout, owner } = {}) {
+    return this.request('DELETE', `/v1/leases/${q(name)}${query({ wait, owner })}`, undefined, { timeout: timeout ?? Math.max(this.timeout, 120_000) });
+  }
+
   /** GET /v1/jobs/leaks: the loud leak check. */
   leaks({ clean = false } = {}) {
     return this.request('GET', `/v1/jobs/leaks${clean ? '?clean=true' : ''}`, undefined, clean ? { timeout: Math.max(this.timeout, 300_000) } : {});

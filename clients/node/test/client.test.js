@@ -115,6 +115,45 @@ test('exit status, SANDBOXD_JOB_ID, conflict, a missing command', async (t) => {
   }
 });
 
+test("{owner}: root reads, lists, renews and ends uid 65534's build-1, not its own", async (t) => {
+  const nobody = 65534;
+  const d = await startDaemon(t, { server: `socket_mode = "0666"\nwriters = ["uid:${nobody}"]\n` });
+  if (!d) return;
+  fs.chmodSync(d.dir, 0o755); // uid 65534 reaches the socket
+  const c = d.client;
+  // uid 65534 registers build-1 first (sandboxd run --detach: its sleep is the job).
+  const reg = spawnSync(d.bin, ['run', '--socket', d.socket, '--detach', '--id', 'build-1', '--lease', 'ci', '--ttl', '10m', '--', 'sleep', '600'],
+    { uid: nobody, gid: nobody, cwd: '/', encoding: 'utf8', timeout: 60_000 });
+  assert.equal(reg.status, 0, `65534 registers build-1: ${reg.stderr}`);
+  const theirs = Number(fs.readFileSync(path.join(d.cgroup, 'jobs', `build-1@${nobody}`, 'cgroup.procs'), 'utf8').split('\n')[0]);
+  const mine = spawn('sleep', ['600'], { stdio: 'ignore' });
+  t.after(() => mine.kill('SIGKILL'));
+  await once(mine, 'spawn');
+  await c.registerJob({ pid: mine.pid, id: 'build-1', ttl: '10m', lease: 'ci' });
+
+  assert.equal((await c.job('build-1')).pid, mine.pid, "no owner: the caller's own build-1");
+  const j = await c.job('build-1', { owner: nobody });
+  assert.deepEqual([j.pid, j.owner.uid, j.state], [theirs, nobody, 'running']);
+  assert.deepEqual(new Set((await c.jobs()).jobs.map((x) => x.owner.uid)), new Set([0, nobody]));
+  assert.deepEqual((await c.jobs({ owner: nobody })).jobs.map((x) => [x.id, x.pid]), [['build-1', theirs]]);
+  assert.deepEqual((await c.jobs({ owner: 0 })).jobs.map((x) => x.pid), [mine.pid]);
+  const hb = await c.heartbeat('build-1', { owner: nobody });
+  assert.deepEqual([hb.owner.uid, hb.heartbeats], [nobody, 1]);
+  assert.equal((await c.job('build-1')).heartbeats, 0, "root's build-1 was not the one renewed");
+  assert.deepEqual((await c.leases({ owner: nobody })).leases.map((x) => [x.name, x.owner.uid, x.running]), [['ci', nobody, 1]]);
+  assert.equal((await c.leases()).leases.length, 2);
+  assert.equal((await c.heartbeatLease('ci', { owner: nobody })).owner.uid, nobody);
+
+  const ended = await c.endJob('build-1', { owner: nobody });
+  assert.deepEqual([ended.owner.uid, ended.state], [nobody, 'killed']);
+  await eventually("65534's sleep to be gone", () => !alive(theirs));
+  assert.equal((await c.job('build-1')).state, 'running', "root's build-1 ended with 65534's");
+  assert.ok(alive(mine.pid));
+  assert.equal((await c.endLease('ci', { owner: 0 })).owner.uid, 0);
+  assert.equal((await c.job('build-1')).state, 'killed');
+  assert.throws(() => c.job('build-1', { owner: -1 }), TypeError);
+});
+
 test('a failed heartbeat is surfaced: the callback at once, end() throws it', async (t) => {
   const d = await startDaemon(t);
   if (!d) return;

@@ -75,7 +75,7 @@ async function removeCgroupTree(root) {
  * Starts a daemon for test t: site "s" on a tmpfs of size bytes. Returns null when the
  * test was skipped. Cleanup is registered with t.after.
  */
-export async function startDaemon(t, { size = 16 << 20, jobs = 'grace = "500ms"\n' } = {}) {
+export async function startDaemon(t, { size = 16 << 20, jobs = 'grace = "500ms"\n', server = '' } = {}) {
   if (process.getuid() !== 0 && unavailable(t, 'needs root (cgroups, tmpfs)')) return null;
   const bin = process.env.SANDBOXD_BIN || path.join(REPO, 'bin', 'sandboxd');
   try { fs.accessSync(bin, fs.constants.X_OK); } catch {
@@ -104,6 +104,7 @@ export async function startDaemon(t, { size = 16 << 20, jobs = 'grace = "500ms"\
   fs.writeFileSync(cfg, `[server]
 socket = "${socket}"
 state_dir = "${dir}/state"
+${server}
 [health]
 sample_interval = "100ms"
 [reclaim]
@@ -139,5 +140,5 @@ ${jobs}`);
     if (exitCode !== null) throw new Error(`sandboxd exited ${exitCode}: ${logs()}`);
     try { await client.request('GET', '/readyz'); return true; } catch { return false; }
   }, 30_000);
-  return { dir, mnt, site, socket, cgroup, client, logs, env: { ...process.env, SANDBOXD_SOCKET: socket } };
+  return { bin, dir, mnt, site, socket, cgroup, client, logs, env: { ...process.env, SANDBOXD_SOCKET: socket } };
 }

@@ -94,10 +94,10 @@ class Daemon:
     """One sandboxd serving a temp socket: site "s" on a tmpfs of size bytes."""
 
     def __init__(self, tc: unittest.TestCase, size: int = 16 << 20, filesystem: str = "",
-                 jobs: str = 'grace = "500ms"\n') -> None:
+                 jobs: str = 'grace = "500ms"\n', server: str = "") -> None:
         if os.geteuid() != 0:
             unavailable(tc, "needs root (cgroups, tmpfs)")
-        bin_ = binary()
+        bin_ = self.bin = binary()
         cg = cgroup2_mount()
         if cg is None:
             unavailable(tc, "no cgroup2 mount")
@@ -118,6 +118,7 @@ class Daemon:
             f.write(f'''[server]
 socket = "{self.socket}"
 state_dir = "{self.dir}/state"
+{server}
 [health]
 sample_interval = "100ms"
 [reclaim]

@@ -33,6 +33,60 @@ def read_pid(path: str) -> int:
         return int(f.read())
 
 
+class OwnerTests(unittest.TestCase):
+    def test_owner_addresses_another_uids_job_and_lease(self) -> None:
+        """Ids are each owner's own: uid 65534 and root both hold job build-1 (lease ci);
+        owner=65534 reads, lists, renews and ends 65534's alone, root's keeps running."""
+        nobody = 65534
+        d = Daemon(self, server=f'socket_mode = "0666"\nwriters = ["uid:{nobody}"]\n')
+        os.chmod(d.dir, 0o755)  # uid 65534 reaches the socket
+        c = d.client
+        # uid 65534 registers build-1 first (sandboxd run --detach: its sleep is the job).
+        reg = subprocess.run([d.bin, "run", "--socket", d.socket, "--detach", "--id", "build-1",
+                              "--lease", "ci", "--ttl", "10m", "--", "sleep", "600"],
+                             user=nobody, group=nobody, extra_groups=[], cwd="/",
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(reg.returncode, 0, f"65534 registers build-1: {reg.stderr}")
+        with open(os.path.join(d.cgroup, "jobs", f"build-1@{nobody}", "cgroup.procs")) as f:
+            theirs = int(f.read().split()[0])
+        mine = subprocess.Popen(["sleep", "600"])
+        self.addCleanup(lambda: (mine.kill(), mine.wait()))
+        c.register_job(mine.pid, id="build-1", ttl="10m", lease="ci")
+
+        self.assertEqual(c.job("build-1")["pid"], mine.pid, "no owner: the caller's own build-1")
+        j = c.job("build-1", owner=nobody)
+        self.assertEqual((j["pid"], j["owner"]["uid"], j["state"]), (theirs, nobody, "running"))
+        self.assertEqual({x["owner"]["uid"] for x in c.jobs()["jobs"]}, {0, nobody})
+        self.assertEqual([(x["id"], x["pid"]) for x in c.jobs(owner=nobody)["jobs"]], [("build-1", theirs)])
+        self.assertEqual([x["pid"] for x in c.jobs(owner=0)["jobs"]], [mine.pid])
+        hb = c.heartbeat("build-1", owner=nobody)
+        self.assertEqual((hb["owner"]["uid"], hb["heartbeats"]), (nobody, 1))
+        self.assertEqual(c.job("build-1")["heartbeats"], 0, "root's build-1 was not the one renewed")
+        ls = c.leases(owner=nobody)["leases"]
+        self.assertEqual([(x["name"], x["owner"]["uid"], x["running"]) for x in ls], [("ci", nobody, 1)])
+        self.assertEqual(len(c.leases()["leases"]), 2)
+        self.assertEqual(c.heartbeat_lease("ci", owner=nobody)["owner"]["uid"], nobody)
+
+        async def read_async() -> None:
+            a = sandboxd.AsyncClient(d.socket)
+            try:
+                self.assertEqual((await a.job("build-1", owner=nobody))["pid"], theirs)
+                self.assertEqual(len((await a.leases(owner=0))["leases"]), 1)
+            finally:
+                a.close()
+        asyncio.run(read_async())
+
+        ended = c.end_job("build-1", owner=nobody)
+        self.assertEqual((ended["owner"]["uid"], ended["state"]), (nobody, "killed"))
+        eventually("65534's sleep to be gone", lambda: not alive(theirs))
+        self.assertEqual(c.job("build-1")["state"], "running", "root's build-1 ended with 65534's")
+        self.assertTrue(alive(mine.pid))
+        self.assertEqual(c.end_lease("ci", owner=0)["owner"]["uid"], 0)
+        self.assertEqual(c.job("build-1")["state"], "killed")
+        with self.assertRaises(ValueError):
+            c.job("build-1", owner=-1)
+
+
 class JobTests(unittest.TestCase):
     def setUp(self) -> None:
         self.d = Daemon(self)

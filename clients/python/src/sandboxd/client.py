@@ -49,6 +49,16 @@ def _q(s: str) -> str:
     return urllib.parse.quote(s, safe="")
 
 
+def _query(wait: bool = True, owner: Optional[int] = None) -> str:
+    """The query of a job or lease call: "?wait=false", "?owner=UID", both, or ""."""
+    q = [] if wait else ["wait=false"]
+    if owner is not None:
+        if isinstance(owner, bool) or not isinstance(owner, int) or not 0 <= owner <= 0xFFFFFFFF:
+            raise ValueError(f"owner must be a uid (an int from 0 to 4294967295), not {owner!r}")
+        q.append(f"owner={owner}")
+    return "?" + "&".join(q) if q else ""
+
+
 def _drop_none(d: Mapping[str, Any]) -> JSON:
     return {k: v for k, v in d.items() if v is not None}
 
@@ -126,22 +136,48 @@ class Client:
                            "labels": dict(labels) if labels else None})
         return self._t.request("POST", "/v1/jobs", body)
 
-    def heartbeat(self, id: str, extend: Optional[Duration] = None) -> t.JobInfo:
+    def heartbeat(self, id: str, extend: Optional[Duration] = None, *,
+                  owner: Optional[int] = None) -> t.JobInfo:
+        """POST /v1/jobs/{id}/heartbeat. owner: whose job (ids are each owner's own)."""
         # No extend: no body (an empty POST is {}), the cheapest renewal there is.
         body = {"extend": _duration.go(extend)} if extend is not None else None
-        return self._t.request("POST", f"/v1/jobs/{_q(id)}/heartbeat", body)
+        return self._t.request("POST", f"/v1/jobs/{_q(id)}/heartbeat" + _query(owner=owner), body)
 
-    def end_job(self, id: str, wait: bool = True, timeout: Optional[float] = None) -> t.JobInfo:
+    def end_job(self, id: str, wait: bool = True, timeout: Optional[float] = None, *,
+                owner: Optional[int] = None) -> t.JobInfo:
         """DELETE /v1/jobs/{id}: SIGTERM, SIGKILL after its grace; with wait the answer
-        comes once the job's cgroup is empty."""
-        return self._t.request("DELETE", f"/v1/jobs/{_q(id)}" + ("" if wait else "?wait=false"),
+        comes once the job's cgroup is empty. owner: whose job, as for :meth:`job`."""
+        return self._t.request("DELETE", f"/v1/jobs/{_q(id)}" + _query(wait=wait, owner=owner),
                                timeout=timeout or max(self.timeout, 120))
 
-    def job(self, id: str) -> t.JobInfo:
-        return self._t.request("GET", f"/v1/jobs/{_q(id)}")
+    def job(self, id: str, *, owner: Optional[int] = None) -> t.JobInfo:
+        """GET /v1/jobs/{id}. Ids are each owner's own: None means the caller's own job of
+        that id, else the only one (Conflict when several uids hold it); owner=UID names
+        whose (root addressing another uid's job)."""
+        return self._t.request("GET", f"/v1/jobs/{_q(id)}" + _query(owner=owner))
 
-    def jobs(self) -> t.JobList:
-        return self._t.request("GET", "/v1/jobs")
+    def jobs(self, *, owner: Optional[int] = None) -> t.JobList:
+        """GET /v1/jobs; owner=UID lists only that uid's jobs."""
+        return self._t.request("GET", "/v1/jobs" + _query(owner=owner))
+
+    # --- shared (session) leases ---------------------------------------------------
+    def leases(self, *, owner: Optional[int] = None) -> Dict[str, List[t.Lease]]:
+        """GET /v1/leases: {"leases": [...]}; owner=UID lists only that uid's leases."""
+        return self._t.request("GET", "/v1/leases" + _query(owner=owner))
+
+    def heartbeat_lease(self, name: str, extend: Optional[Duration] = None, *,
+                        owner: Optional[int] = None) -> t.Lease:
+        """POST /v1/leases/{name}/heartbeat: renew every job of the lease, one call (never
+        past a job's max_lifetime). owner: whose lease (names are each owner's own)."""
+        body = {"extend": _duration.go(extend)} if extend is not None else None
+        return self._t.request("POST", f"/v1/leases/{_q(name)}/heartbeat" + _query(owner=owner), body)
+
+    def end_lease(self, name: str, wait: bool = True, timeout: Optional[float] = None, *,
+                  owner: Optional[int] = None) -> t.Lease:
+        """DELETE /v1/leases/{name}: end every job of the lease; with wait the answer comes
+        once every one of their cgroups is empty. owner: whose lease."""
+        return self._t.request("DELETE", f"/v1/leases/{_q(name)}" + _query(wait=wait, owner=owner),
+                               timeout=timeout or max(self.timeout, 120))
 
     def leaks(self, clean: bool = False) -> t.LeaksReport:
         """GET /v1/jobs/leaks: the loud leak check (a check that cannot run raises)."""
