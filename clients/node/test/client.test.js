@@ -116,16 +116,22 @@ test('exit status, SANDBOXD_JOB_ID, conflict, a missing command', async (t) => {
 });
 
 test("{owner}: root reads, lists, renews and ends uid 65534's build-1, not its own", async (t) => {
-  const nobody = 65534;
-  const d = await startDaemon(t, { server: `socket_mode = "0666"\nwriters = ["uid:${nobody}"]\n` });
+  const [nobody, other] = [65534, 65533];
+  const d = await startDaemon(t, { server: `socket_mode = "0666"\nwriters = ["uid:${nobody}", "uid:${other}"]\n` });
   if (!d) return;
   fs.chmodSync(d.dir, 0o755); // uid 65534 reaches the socket
   const c = d.client;
-  // uid 65534 registers build-1 first (sandboxd run --detach: its sleep is the job).
-  const reg = spawnSync(d.bin, ['run', '--socket', d.socket, '--detach', '--id', 'build-1', '--lease', 'ci', '--ttl', '10m', '--', 'sleep', '600'],
-    { uid: nobody, gid: nobody, cwd: '/', encoding: 'utf8', timeout: 60_000 });
-  assert.equal(reg.status, 0, `65534 registers build-1: ${reg.stderr}`);
+  // uids 65534 (under lease ci) and 65533 register build-1 first (sandboxd run --detach:
+  // its sleep is the job).
+  for (const [uid, lease] of [[nobody, ['--lease', 'ci']], [other, []]]) {
+    const reg = spawnSync(d.bin, ['run', '--socket', d.socket, '--detach', '--id', 'build-1', ...lease, '--ttl', '10m', '--', 'sleep', '600'],
+      { uid, gid: uid, cwd: '/', encoding: 'utf8', timeout: 60_000 });
+    assert.equal(reg.status, 0, `${uid} registers build-1: ${reg.stderr}`);
+  }
   const theirs = Number(fs.readFileSync(path.join(d.cgroup, 'jobs', `build-1@${nobody}`, 'cgroup.procs'), 'utf8').split('\n')[0]);
+  // Root holds no build-1 yet: which of the two is meant is for {owner} to say.
+  await assert.rejects(c.job('build-1'), (e) => e instanceof sandboxd.Conflict && e.status === 409);
+  assert.equal((await c.job('build-1', { owner: nobody })).pid, theirs);
   const mine = spawn('sleep', ['600'], { stdio: 'ignore' });
   t.after(() => mine.kill('SIGKILL'));
   await once(mine, 'spawn');
@@ -134,7 +140,7 @@ test("{owner}: root reads, lists, renews and ends uid 65534's build-1, not its o
   assert.equal((await c.job('build-1')).pid, mine.pid, "no owner: the caller's own build-1");
   const j = await c.job('build-1', { owner: nobody });
   assert.deepEqual([j.pid, j.owner.uid, j.state], [theirs, nobody, 'running']);
-  assert.deepEqual(new Set((await c.jobs()).jobs.map((x) => x.owner.uid)), new Set([0, nobody]));
+  assert.deepEqual((await c.jobs()).jobs.map((x) => x.owner.uid).sort((x, y) => x - y), [0, other, nobody]);
   assert.deepEqual((await c.jobs({ owner: nobody })).jobs.map((x) => [x.id, x.pid]), [['build-1', theirs]]);
   assert.deepEqual((await c.jobs({ owner: 0 })).jobs.map((x) => x.pid), [mine.pid]);
   const hb = await c.heartbeat('build-1', { owner: nobody });

@@ -37,18 +37,25 @@ class OwnerTests(unittest.TestCase):
     def test_owner_addresses_another_uids_job_and_lease(self) -> None:
         """Ids are each owner's own: uid 65534 and root both hold job build-1 (lease ci);
         owner=65534 reads, lists, renews and ends 65534's alone, root's keeps running."""
-        nobody = 65534
-        d = Daemon(self, server=f'socket_mode = "0666"\nwriters = ["uid:{nobody}"]\n')
+        nobody, other = 65534, 65533
+        d = Daemon(self, server=f'socket_mode = "0666"\nwriters = ["uid:{nobody}", "uid:{other}"]\n')
         os.chmod(d.dir, 0o755)  # uid 65534 reaches the socket
         c = d.client
-        # uid 65534 registers build-1 first (sandboxd run --detach: its sleep is the job).
-        reg = subprocess.run([d.bin, "run", "--socket", d.socket, "--detach", "--id", "build-1",
-                              "--lease", "ci", "--ttl", "10m", "--", "sleep", "600"],
-                             user=nobody, group=nobody, extra_groups=[], cwd="/",
-                             capture_output=True, text=True, timeout=60)
-        self.assertEqual(reg.returncode, 0, f"65534 registers build-1: {reg.stderr}")
+        # uids 65534 (under lease ci) and 65533 register build-1 first (sandboxd run --detach:
+        # its sleep is the job).
+        for uid, lease in ((nobody, ["--lease", "ci"]), (other, [])):
+            reg = subprocess.run([d.bin, "run", "--socket", d.socket, "--detach", "--id", "build-1",
+                                  *lease, "--ttl", "10m", "--", "sleep", "600"],
+                                 user=uid, group=uid, extra_groups=[], cwd="/",
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(reg.returncode, 0, f"{uid} registers build-1: {reg.stderr}")
         with open(os.path.join(d.cgroup, "jobs", f"build-1@{nobody}", "cgroup.procs")) as f:
             theirs = int(f.read().split()[0])
+        # Root holds no build-1 yet: which of the two is meant is for owner= to say.
+        with self.assertRaises(sandboxd.Conflict) as cm:
+            c.job("build-1")
+        self.assertEqual(cm.exception.status, 409)
+        self.assertEqual(c.job("build-1", owner=nobody)["pid"], theirs)
         mine = subprocess.Popen(["sleep", "600"])
         self.addCleanup(lambda: (mine.kill(), mine.wait()))
         c.register_job(mine.pid, id="build-1", ttl="10m", lease="ci")
@@ -56,7 +63,7 @@ class OwnerTests(unittest.TestCase):
         self.assertEqual(c.job("build-1")["pid"], mine.pid, "no owner: the caller's own build-1")
         j = c.job("build-1", owner=nobody)
         self.assertEqual((j["pid"], j["owner"]["uid"], j["state"]), (theirs, nobody, "running"))
-        self.assertEqual({x["owner"]["uid"] for x in c.jobs()["jobs"]}, {0, nobody})
+        self.assertEqual(sorted(x["owner"]["uid"] for x in c.jobs()["jobs"]), [0, other, nobody])
         self.assertEqual([(x["id"], x["pid"]) for x in c.jobs(owner=nobody)["jobs"]], [("build-1", theirs)])
         self.assertEqual([x["pid"] for x in c.jobs(owner=0)["jobs"]], [mine.pid])
         hb = c.heartbeat("build-1", owner=nobody)
