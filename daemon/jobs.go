@@ -88,33 +88,56 @@ func (d *Daemon) jobsAvailable() error {
 }
 
 func (d *Daemon) handleJobRegister(w http.ResponseWriter, r *http.Request) error {
-	var req api.JobRequest
-	warnings, err := api.DecodeRequest(r.Body, &req)
+	jc, err := d.beginJobCall(r)
 	if err != nil {
 		return err
 	}
-	if err := d.jobsAvailable(); err != nil {
-		return err
-	}
-	p := peerFrom(r.Context())
-	proc, err := peerProcess(p)
-	if err != nil {
-		return err
-	}
-	defer proc.Close()
-	launch, err := d.jobLaunch(r.Context(), req.Launch, p.UID)
-	if err != nil {
-		return err
-	}
-	j, err := d.jobReg.Register(req, jobs.Caller{UID: p.UID, Peer: proc})
+	defer jc.close()
+	j, err := d.jobReg.Register(jc.req, jc.by)
 	if err != nil {
 		return err
 	}
 	d.touchActivity()
-	j.Launch = launch
-	j.Warnings = append(j.Warnings, warnings...)
+	j.Launch = jc.launch
+	j.Warnings = append(j.Warnings, jc.warnings...)
 	writeJSON(w, http.StatusCreated, j)
 	return nil
+}
+
+// jobCall is what a registration (POST /v1/jobs) and a spawn (POST /v1/jobs/spawn) share
+// before they register: the request, its caller pinned by pidfd, and the launch check the
+// request carries, already passed.
+type jobCall struct {
+	req      api.JobRequest
+	warnings []string
+	by       jobs.Caller
+	launch   *api.LaunchResponse
+}
+
+func (c *jobCall) close() { c.by.Peer.Close() }
+
+// beginJobCall decodes a job request, checks that jobs are available, pins the caller and
+// runs the launch check the request carries; on an error nothing is held.
+func (d *Daemon) beginJobCall(r *http.Request) (*jobCall, error) {
+	c := &jobCall{}
+	var err error
+	if c.warnings, err = api.DecodeRequest(r.Body, &c.req); err != nil {
+		return nil, err
+	}
+	if err := d.jobsAvailable(); err != nil {
+		return nil, err
+	}
+	p := peerFrom(r.Context())
+	proc, err := peerProcess(p)
+	if err != nil {
+		return nil, err
+	}
+	c.by = jobs.Caller{UID: p.UID, Peer: proc}
+	if c.launch, err = d.jobLaunch(r.Context(), c.req.Launch, p.UID); err != nil {
+		proc.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // jobLaunch is the launch check a registration carries (issue 27 item 2: one call where a

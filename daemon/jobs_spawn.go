@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/jobs"
 )
 
 // spawnReportWait bounds how long the daemon waits for the report of a spawned job's
@@ -31,25 +30,13 @@ func (d *Daemon) handleJobSpawn(w http.ResponseWriter, r *http.Request) error {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), api.SpawnProtocol) {
 		return api.NewProblem(api.CodeBadRequest, "POST /v1/jobs/spawn switches protocols to pass file descriptors: send \"Connection: Upgrade\" and \"Upgrade: %s\" (or register an existing process with POST /v1/jobs)", api.SpawnProtocol)
 	}
-	var req api.JobRequest
-	warnings, err := api.DecodeRequest(r.Body, &req)
+	jc, err := d.beginJobCall(r)
 	if err != nil {
 		return err
 	}
-	if err := d.jobsAvailable(); err != nil {
-		return err
-	}
+	defer jc.close()
+	req, warnings, launch, by := jc.req, jc.warnings, jc.launch, jc.by
 	p := peerFrom(r.Context())
-	proc, err := peerProcess(p)
-	if err != nil {
-		return err
-	}
-	defer proc.Close()
-	launch, err := d.jobLaunch(r.Context(), req.Launch, p.UID)
-	if err != nil {
-		return err
-	}
-	by := jobs.Caller{UID: p.UID, Peer: proc}
 	sp, err := d.jobReg.Reserve(req, by)
 	if err != nil {
 		return err
