@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // TestJobMountCommandsEndWithTheJob (issue 21 case 9, escapes from a lease): the
@@ -19,17 +18,7 @@ import (
 // it starts in the job's cgroup, so the sleep is the job's and the end of the job ends it
 // (it used to run on outside any job, and the leak check said "no leaks").
 func TestJobMountCommandsEndWithTheJob(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	dir, err := os.MkdirTemp("", "sandboxd-jobcmds-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	td := startDaemon(t, noSites(dir)+fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root))
-	td.d.cfgMu.Lock()
-	td.d.writersV = Writers{UIDs: []uint32{attacker}}
-	td.d.cfgMu.Unlock()
+	td, dir, root := jobsDaemon(t, "sandboxd-jobcmds-", "", attacker)
 
 	p := nobodySleeper(t, attacker)
 	if code, answer := requestAs(t, td, attacker, attacker, nil, "POST", "/v1/jobs", fmt.Sprintf(`{"id": "sess", "pid": %d, "ttl": "10m"}`, p.Process.Pid)); code != 201 {

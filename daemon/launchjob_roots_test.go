@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // TestWritersRequiredMountGatesItsJobsLaunches (issue 21 item 6, the job part): uid
@@ -19,17 +18,7 @@ import (
 // A registration with its launch check in one call ("launch": {"job": ...}) is gated the
 // same. A launch naming no job of that id answers 404.
 func TestWritersRequiredMountGatesItsJobsLaunches(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	dir, err := os.MkdirTemp("", "sandboxd-launchjob-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	td := startDaemon(t, noSites(dir)+fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root))
-	td.d.cfgMu.Lock()
-	td.d.writersV = Writers{UIDs: []uint32{attacker}}
-	td.d.cfgMu.Unlock()
+	td, dir, _ := jobsDaemon(t, "sandboxd-launchjob-", "", attacker)
 
 	p := nobodySleeper(t, attacker)
 	if code, answer := requestAs(t, td, attacker, attacker, nil, "POST", "/v1/jobs", fmt.Sprintf(`{"id": "sess", "pid": %d, "ttl": "10m"}`, p.Process.Pid)); code != 201 {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/internal/testenv"
 )
 
 // TestJobIDsAreEachOwnersOwn (issue 21 item 3, the squatting case): uid 65534, a writer,
@@ -21,17 +20,7 @@ import (
 // neither ends root's nor releases 65533's mount tied to 65533's "build-1". Root names
 // another uid's job with ?owner=.
 func TestJobIDsAreEachOwnersOwn(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	dir, err := os.MkdirTemp("", "sandboxd-ids-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	td := startDaemon(t, noSites(dir)+fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root))
-	td.d.cfgMu.Lock()
-	td.d.writersV = Writers{UIDs: []uint32{attacker, attacker - 1}}
-	td.d.cfgMu.Unlock()
+	td, dir, root := jobsDaemon(t, "sandboxd-ids-", "", attacker, attacker-1)
 	other := uint32(attacker - 1)
 
 	// 65534 squats "build-1" and the lease "ci" before anyone else.

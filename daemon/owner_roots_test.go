@@ -27,6 +27,38 @@ func nobodySleeper(t *testing.T, uid uint32) *exec.Cmd {
 	return cmd
 }
 
+// writersTempDir is a temp directory the attacker uids may search (0755), removed at the
+// end of the test: the parent of the paths the adversarial tests hand the daemon.
+func writersTempDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	return dir
+}
+
+// setWriters lists uids as the daemon's writers, as [server] writers would.
+func (td *testDaemon) setWriters(uids ...uint32) {
+	td.d.cfgMu.Lock()
+	td.d.writersV = Writers{UIDs: uids}
+	td.d.cfgMu.Unlock()
+}
+
+// jobsDaemon is a daemon watching a writers' temp dir, no sites, its jobs under a test
+// cgroup root (root) with a 500 ms grace (extra: more TOML after [jobs]), the uids its
+// writers.
+func jobsDaemon(t *testing.T, prefix, extra string, writers ...uint32) (td *testDaemon, dir, root string) {
+	t.Helper()
+	root = testenv.CgroupRoot(t)
+	dir = writersTempDir(t, prefix)
+	td = startDaemon(t, noSites(dir)+fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root)+extra)
+	td.setWriters(writers...)
+	return td, dir, root
+}
+
 // TestJobsAndMountsHaveOwners (issue 21 item 3): uid 65534, a writer, cannot end root's
 // job, shorten its lease, nor tie a mount to it; uid 65533, also a writer, cannot end
 // 65534's job (which would release 65534's job-tied mount); 65534 manages its own job and
@@ -34,20 +66,13 @@ func nobodySleeper(t *testing.T, uid uint32) *exec.Cmd {
 // mount takes pushes from root and its push_uids only.
 func TestJobsAndMountsHaveOwners(t *testing.T) {
 	root := testenv.CgroupRoot(t)
-	dir, err := os.MkdirTemp("", "sandboxd-owners-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	dir := writersTempDir(t, "sandboxd-owners-")
 	cfgMount := filepath.Join(dir, "cfgm")
 	os.Mkdir(cfgMount, 0o755)
 	body := noSites(dir) + fmt.Sprintf("[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n", root) +
 		fmt.Sprintf("[[mount]]\nname = \"cfgm\"\npath = %q\nrequired = false\npush_uids = [%d]\n", cfgMount, attacker-1)
 	td := startDaemon(t, body)
-	td.d.cfgMu.Lock()
-	td.d.writersV = Writers{UIDs: []uint32{attacker, attacker - 1}}
-	td.d.cfgMu.Unlock()
+	td.setWriters(attacker, attacker-1)
 
 	// Root's job, with a 10-minute lease.
 	victim := jobSleeper(t)
