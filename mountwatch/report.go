@@ -3,6 +3,7 @@ package mountwatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -157,16 +158,11 @@ func (w *Watcher) Check(names []string) (mounts []api.Mount, unknown []string, d
 func (w *Watcher) CheckJob(names []string, jobKey string) (mounts []api.Mount, unknown []string, detail string, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	known := map[string]bool{}
+	// No map per call: a launch (the hot path) names a few mounts, usually none.
 	var bad []string
 	for _, m := range w.mounts {
-		known[m.cfg.Name] = true
 		ofJob := jobKey != "" && m.reg != nil && m.reg.JobKey == jobKey && m.cfg.Required
-		if !m.hostRequired() && !want[m.cfg.Name] && !ofJob {
+		if !m.hostRequired() && !ofJob && !slices.Contains(names, m.cfg.Name) {
 			continue
 		}
 		mounts = append(mounts, m.view())
@@ -178,7 +174,7 @@ func (w *Watcher) CheckJob(names []string, jobKey string) (mounts []api.Mount, u
 		}
 	}
 	for _, n := range names {
-		if !known[n] {
+		if !slices.ContainsFunc(w.mounts, func(m *mount) bool { return m.cfg.Name == n }) {
 			unknown = append(unknown, n)
 		}
 	}
