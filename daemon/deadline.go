@@ -13,13 +13,22 @@ import (
 // deadlineProblem is the answer of a call whose deadline passed before it could measure:
 // busy (503, Retry-After), with the last figures known, marked stale. A passed deadline
 // is the caller's choice or a slow disk, never a bug, so never `internal` (issue 10).
-func deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) *api.Problem {
+//
+// A call cut short because the daemon is stopping (SIGTERM: its requests' base context
+// ends with it) did not run out of its deadline: it says so, and that a retry reaches the
+// next daemon, rather than "retry with a longer deadline" (a launch across a DaemonSet's
+// label flip got that, 0.3 s into a 2-s deadline).
+func (d *Daemon) deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) *api.Problem {
 	parts := []string{}
 	if fs.Path != "" && !fs.SampledAt.IsZero() {
 		parts = append(parts, fs.Fingerprint()+" (last sample)")
 	}
 	parts = append(parts, notes...)
-	parts = append(parts, fmt.Sprintf("the call's deadline (%s) passed before statfs answered: retry with a longer deadline", api.FormatDuration(deadline)))
+	if d.baseCtx.Err() != nil {
+		parts = append(parts, "sandboxd is stopping: the call was cut short before statfs answered; retry: the next daemon answers it")
+	} else {
+		parts = append(parts, fmt.Sprintf("the call's deadline (%s) passed before statfs answered: retry with a longer deadline", api.FormatDuration(deadline)))
+	}
 	p := api.NewProblem(api.CodeBusy, "%s", strings.Join(parts, "; "))
 	p.RetryAfterSeconds = 1
 	return p
@@ -34,7 +43,7 @@ func (d *Daemon) reclaimProblem(err error, c *components, deadline time.Duration
 	case errors.Is(err, reclaim.ErrBusy):
 		return d.busyProblem(fs, nil)
 	case errors.Is(err, reclaim.ErrDeadline):
-		return deadlineProblem(fs, deadline, nil)
+		return d.deadlineProblem(fs, deadline, nil)
 	}
 	var ue *reclaim.UnavailableError
 	if errors.As(err, &ue) {

@@ -214,7 +214,7 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
 	fs, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
 	if err != nil && ctx.Err() != nil {
-		return fs, notes, deadlineProblem(fs, need.deadline, notes)
+		return fs, notes, d.deadlineProblem(fs, need.deadline, notes)
 	}
 	if err != nil || fs.Unavailable() {
 		// A statfs that fails (or a watched filesystem whose own statfs fails, measured
@@ -262,7 +262,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 		}
 	case errors.Is(rerr, reclaim.ErrDeadline):
 		if need.short(fs) {
-			return fs, notes, deadlineProblem(fs, need.deadline, notes)
+			return fs, notes, d.deadlineProblem(fs, need.deadline, notes)
 		}
 	case rerr != nil:
 		notes = append(notes, fmt.Sprintf("reclaim failed: %v", rerr))
