@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/testenv"
@@ -116,5 +117,29 @@ func TestLaunchDeadlineIsNeverInternal(t *testing.T) {
 	}
 	if busy == 0 {
 		t.Error("no launch of 50 with a 1ns deadline reached the deadline")
+	}
+}
+
+// TestCutShortByStopIsNotADeadline: a call whose statfs the daemon's own stop cut short
+// is told that sandboxd is stopping and that a retry reaches the next daemon; while the
+// daemon runs, the same refusal names the call's deadline. Both stay busy (503,
+// Retry-After) with the disk's last figures.
+func TestCutShortByStopIsNotADeadline(t *testing.T) {
+	_, _, body := siteOnTmpfs(t, 16<<20, 0, "")
+	td := startDaemon(t, body)
+	fs := firstFS(td.d.current().pressure.Snapshot())
+	running := td.d.deadlineProblem(fs, 2*time.Second, nil)
+	td.stop()
+	stopping := td.d.deadlineProblem(fs, 2*time.Second, nil)
+	for _, p := range []*api.Problem{running, stopping} {
+		if p.Code != api.CodeBusy || p.RetryAfterSeconds != 1 || !strings.Contains(p.Detail, "(last sample)") {
+			t.Errorf("want busy with Retry-After 1 and the last sample: %+v", p)
+		}
+	}
+	if !strings.Contains(running.Detail, "the call's deadline (2s) passed") || strings.Contains(running.Detail, "stopping") {
+		t.Errorf("while the daemon runs: %q", running.Detail)
+	}
+	if !strings.Contains(stopping.Detail, "sandboxd is stopping") || strings.Contains(stopping.Detail, "deadline (2s)") {
+		t.Errorf("once the daemon stopped: %q", stopping.Detail)
 	}
 }
