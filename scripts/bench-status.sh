@@ -5,7 +5,14 @@
 #     small JSON ("bare") and against bare handlers answering sandboxd's own status
 #     document ("bare-samebody": the handler of bench.sh section 1, no Content-Length;
 #     "bare-samebody-cl": the same with Content-Length, as sandboxd sends it);
-#     targets ≥ 0.7× bare and ≥ 0.8× the same bytes;
+#     targets ≥ 0.7× bare and ≥ 0.8× the same bytes. Every client of these runs asks
+#     for no content coding (identity: as curl, this repo's Node and Python clients);
+#   - the same at 32 clients that ask for gzip and decode it, as Go's default Transport
+#     (this repo's Go client and CLI) does ("status-gzip-c32"): sandboxd, which answers
+#     identity, and bare handlers answering the same document gzip-coded at levels 1
+#     and 9 ("bare-samebody-gzip1", "-gzip9": Content-Encoding: gzip, Vary, Content-Length),
+#     i.e. what content negotiation of the status would reach, against the same constant
+#     and same-bytes handlers (which ignore Accept-Encoding);
 #   - launch p50 on a site of 16,381 entries against /livez of the same daemon; target
 #     ≤ 1.5×.
 # Rounds are interleaved (A, B, C, A, B, C, ...); the summary prints the medians over
@@ -124,7 +131,9 @@ load() { # TEST TARGET ROUND SOCKET [FLAGS...]
 			sc = cc = 0
 			if (match($0, /"server_cpu_us":[0-9.]+/)) sc = substr($0, RSTART + 16, RLENGTH - 16)
 			if (match($0, /"client_cpu_us":[0-9.]+/)) cc = substr($0, RSTART + 16, RLENGTH - 16)
-			printf "  %-14s %-17s round %d  p50 %7.1f us  %7.0f req/s  cpu/answer server %5.1f client %5.1f us  errors %s\n", t, g, r, p50, rps, sc, cc, e }'
+			gz = ""
+			if (match($0, /"gzip":true/)) { gz = "  gzip-coded 0"; if (match($0, /"gzipped":[0-9]+/)) gz = "  gzip-coded " substr($0, RSTART + 10, RLENGTH - 10) }
+			printf "  %-15s %-19s round %d  p50 %7.1f us  %7.0f req/s  cpu/answer server %5.1f client %5.1f us  errors %s%s\n", t, g, r, p50, rps, sc, cc, e, gz }'
 }
 
 log "GET /v1/status at 32 clients: sandboxd vs bare handlers (constant, same bytes, same bytes with Content-Length)"
@@ -143,9 +152,14 @@ echo "  status document: $(wc -c <"$OUT/status.json") bytes"
 start bare "$SB" bare -socket "$WORK/bare.sock"
 start bare2 "$SB" bare -socket "$WORK/bare2.sock" -body-file "$OUT/status.json"
 start bare3 "$SB" bare -socket "$WORK/bare3.sock" -body-file "$OUT/status.json" -content-length
+start bare4 "$SB" bare -socket "$WORK/bare4.sock" -body-file "$OUT/status.json" -content-length -gzip 1
+start bare5 "$SB" bare -socket "$WORK/bare5.sock" -body-file "$OUT/status.json" -content-length -gzip 9
 for r in $(seq "$ROUNDS"); do
 	for t in sandboxd:status bare:bare bare-samebody:bare2 bare-samebody-cl:bare3; do
 		load status-c32 "${t%%:*}" "$r" "$WORK/${t#*:}.sock" -path /v1/status -clients 32 -duration "$SECS"
+	done
+	for t in sandboxd:status bare:bare bare-samebody-cl:bare3 bare-samebody-gzip1:bare4 bare-samebody-gzip9:bare5; do
+		load status-gzip-c32 "${t%%:*}" "$r" "$WORK/${t#*:}.sock" -path /v1/status -clients 32 -duration "$SECS" -gzip
 	done
 	load livez-c32 sandboxd "$r" "$WORK/status.sock" -path /livez -clients 32 -duration "$SECS"
 done
@@ -185,6 +199,15 @@ log "summary (medians over rounds; ratios within each round; raw results in $OUT
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field cpu -a sandboxd -b bare-samebody
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field cpu -a sandboxd -b bare-samebody-cl
 	"$SB" ratio -in "$RESULTS" -test status-c1 -field p50 -a sandboxd -b bare-samebody
+	echo "clients asking for gzip (Go's default Transport); sandboxd and bare-samebody-cl answer identity:"
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a sandboxd -b bare
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a sandboxd -b bare-samebody-cl
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a bare-samebody-gzip1 -b bare
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a bare-samebody-gzip9 -b bare
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a bare-samebody-gzip1 -b bare-samebody-cl
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a bare-samebody-gzip9 -b bare-samebody-cl
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field cpu -a bare-samebody-gzip1 -b bare-samebody-cl
+	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field cpu -a bare-samebody-gzip9 -b bare-samebody-cl
 	"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch -b livez
 	echo "status document: $(wc -c <"$OUT/status.json") bytes before the runs, $(wc -c <"$OUT/status-after.json") after"
 	echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -56,5 +56,8 @@ func get(ctx context.Context, hc *http.Client, path string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %d: %.300s", path, resp.StatusCode, b)
 	}
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		return b, nil // the body as sent: sandboxd ends its documents with a newline
+	}
 	return append(b, '\n'), nil
 }

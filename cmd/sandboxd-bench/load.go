@@ -39,6 +39,11 @@ type Result struct {
 	// Matched counts answers whose body contains -count (e.g. `"cached":true`), so a
 	// run can prove which path of the server it measured.
 	Matched int `json:"matched,omitempty"`
+	// Gzip says the client asked for gzip (-gzip: Accept-Encoding: gzip, decoded by Go's
+	// Transport as its default does); Gzipped counts the measured answers that came
+	// gzip-coded, so a run proves which form of the answer it measured.
+	Gzip    bool `json:"gzip,omitempty"`
+	Gzipped int  `json:"gzipped,omitempty"`
 	// ServerCPUus and ClientCPUus are the CPU time (user+system) the server process (with
 	// -server-pid) and this load client spent per measured answer; PerCPUSecond is the
 	// answers per second of their summed CPU: the throughput the pair would reach on one
@@ -57,7 +62,7 @@ type loadConfig struct {
 	clients, requests                 int
 	serverPid, clkTck                 int
 	duration, warmup, timeout         time.Duration
-	fresh                             bool
+	fresh, gzip                       bool
 }
 
 func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -75,6 +80,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "unmeasured time first (connections, caches)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "per-request timeout")
 	fs.StringVar(&c.prime, "prime", "", "GET this path once per client first, unmeasured, to open the connection")
+	fs.BoolVar(&c.gzip, "gzip", false, "ask for gzip and decode it, as Go's default Transport does (default: identity, as curl, Node's http and Python's http.client ask)")
 	fs.BoolVar(&c.fresh, "fresh", false, "a new connection per request (as the CLI makes), not keep-alive")
 	fs.IntVar(&c.serverPid, "server-pid", 0, "also measure this server process's CPU per answer (and the client's own)")
 	fs.IntVar(&c.clkTck, "clk-tck", 100, "clock ticks per second (getconf CLK_TCK), for -server-pid")
@@ -104,7 +110,7 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		DialContext:         client.DialUnix(c.socket),
 		MaxIdleConnsPerHost: c.clients,
 		DisableKeepAlives:   c.fresh,
-		DisableCompression:  true,
+		DisableCompression:  !c.gzip,
 	}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: c.timeout}
@@ -115,6 +121,7 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		errs     int
 		firstErr string
 		matched  int
+		gzipped  int
 	}
 	var measuring atomic.Bool
 	measuring.Store(c.warmup <= 0)
@@ -138,7 +145,7 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 				if on && c.requests > 0 && issued.Add(1) > int64(c.requests) {
 					return
 				}
-				d, body, err := once(ctx, hc, c)
+				d, body, gz, err := once(ctx, hc, c)
 				switch {
 				case !on:
 				case err != nil:
@@ -149,6 +156,9 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 				default:
 					if len(count) > 0 && bytes.Contains(body, count) {
 						t.matched++
+					}
+					if gz {
+						t.gzipped++
 					}
 					t.lats = append(t.lats, d)
 				}
@@ -174,6 +184,7 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		all.lats = append(all.lats, t.lats...)
 		all.errs += t.errs
 		all.matched += t.matched
+		all.gzipped += t.gzipped
 		if all.firstErr == "" {
 			all.firstErr = t.firstErr
 		}
@@ -184,6 +195,7 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 		return Result{}, ctx.Err()
 	}
 	r := summarize(c, all.lats, all.errs, all.firstErr, all.matched, elapsed)
+	r.Gzip, r.Gzipped = c.gzip, all.gzipped
 	if c.serverPid > 0 && cpuErr == nil && cpuErr1 == nil && r.N > 0 {
 		r.ServerCPUus = (cpu1.server - cpu0.server).Seconds() * 1e6 / float64(r.N)
 		r.ClientCPUus = (cpu1.client - cpu0.client).Seconds() * 1e6 / float64(r.N)
@@ -194,14 +206,15 @@ func load(ctx context.Context, c loadConfig) (Result, error) {
 	return r, nil
 }
 
-func once(ctx context.Context, hc *http.Client, c loadConfig) (time.Duration, []byte, error) {
+// once makes one request; gz says the answer came gzip-coded (and was decoded).
+func once(ctx context.Context, hc *http.Client, c loadConfig) (d time.Duration, b []byte, gz bool, err error) {
 	var body io.Reader
 	if c.body != "" {
 		body = strings.NewReader(c.body)
 	}
 	req, err := http.NewRequestWithContext(ctx, c.method, "http://sandboxd"+c.path, body)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	if c.body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -209,18 +222,18 @@ func once(ctx context.Context, hc *http.Client, c loadConfig) (time.Duration, []
 	t0 := time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
-	b, err := io.ReadAll(resp.Body)
+	b, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	d := time.Since(t0)
+	d = time.Since(t0)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return 0, nil, fmt.Errorf("%s %s: %d: %.300s", c.method, c.path, resp.StatusCode, b)
+		return 0, nil, false, fmt.Errorf("%s %s: %d: %.300s", c.method, c.path, resp.StatusCode, b)
 	}
-	return d, b, nil
+	return d, b, resp.Uncompressed, nil
 }
 
 func summarize(c loadConfig, lats []time.Duration, nerr int, firstErr string, matched int, elapsed time.Duration) Result {
