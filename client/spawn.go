@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxd/sandboxd/api"
 )
 
@@ -97,6 +99,8 @@ func (c *Client) BeginSpawn(ctx context.Context, req api.JobRequest) (*Spawning,
 	}()
 	dl, _ := ctx.Deadline()
 	conn.SetDeadline(dl)
+	// A cancelled ctx (sandboxd run's caught SIGTERM) cuts the call short.
+	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })()
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("encode POST /v1/jobs/spawn request: %w", err)
@@ -224,7 +228,11 @@ func (s *Spawning) send(rep api.SpawnReport, oob []byte) error {
 // Result reads the daemon's answer to the report: the job as registered, or a
 // *ProblemError (nothing registered). It waits at most Client.Timeout (30 s by default).
 func (s *Spawning) Result() (*api.Job, error) {
-	s.conn.SetReadDeadline(time.Now().Add(s.timeout))
+	dl := time.Now().Add(s.timeout)
+	if s.r.Buffered() == 0 {
+		s.awaitReadable(dl)
+	}
+	s.conn.SetReadDeadline(dl)
 	line, err := s.r.ReadBytes('\n')
 	if err != nil {
 		return nil, fmt.Errorf("spawn: no answer from sandboxd: %w", err)
@@ -240,6 +248,29 @@ func (s *Spawning) Result() (*api.Job, error) {
 		return nil, errors.New("spawn: an answer without a job")
 	}
 	return ans.Job, nil
+}
+
+// awaitReadable waits until the connection has something to read (or until dl) in a
+// blocking poll(2) on the calling thread, not in Go's network poller: sandboxd run waits
+// here on its locked thread, and the poller's hand-off of a locked goroutine to its thread
+// is a cross-thread wake-up, which costs tens of µs on a VM (issue 27).
+func (s *Spawning) awaitReadable(dl time.Time) {
+	rc, err := s.conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			ms := time.Until(dl).Milliseconds() + 1
+			if ms <= 0 {
+				return
+			}
+			if _, err := unix.Poll(pfd, int(min(ms, 1<<30))); err != unix.EINTR {
+				return
+			}
+		}
+	})
 }
 
 // Close closes the connection and the cgroup fd.

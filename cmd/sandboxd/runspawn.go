@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -34,8 +35,14 @@ import (
 func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, req api.JobRequest, path string, argv []string, problemFile string) (code int, done bool) {
 	req.Launch = &launch
 	c := inv.client()
-	sp, err := c.BeginSpawn(ctx, req)
+	// What does not depend on the daemon's offer (CMD's fds and environment, the signal
+	// handlers) is prepared on another goroutine while the call is in flight: it is off
+	// run's critical path (issue 27: 0.7-1.3 ms of run - launch on a VM where each thread
+	// hand-off is expensive).
+	fw := startForwarder(ctx)
+	sp, err := c.BeginSpawn(fw.ctx, req)
 	if err != nil {
+		fw.release() // dies of a signal that cut the call short
 		if client.SpawnUnsupported(err) {
 			return 0, false
 		}
@@ -46,7 +53,6 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 	if l := j.Launch; l != nil && l.Advice != nil {
 		fmt.Fprintf(inv.stderr, "%s: advice: %s: %s\n", inv.name, *l.Advice, l.Detail)
 	}
-	env := append(os.Environ(), api.JobIDEnv+"="+j.ID, api.JobCgroupEnv+"="+j.Cgroup)
 
 	if !inv.g.json {
 		printSpawned(inv, j) // before CMD's own output, as when run exec'd it
@@ -55,20 +61,32 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 	// Spawn from a thread that lives as long as run: Pdeathsig fires when the forking
 	// thread ends, and run's death must end CMD as it did when run was CMD.
 	runtime.LockOSThread()
+	<-fw.ready
+	env := append(fw.env, api.JobIDEnv+"="+j.ID, api.JobCgroupEnv+"="+j.Cgroup)
 	pidfd := -1
-	attr := &syscall.ProcAttr{Env: env, Files: inheritedFds(),
+	attr := &syscall.ProcAttr{Env: env, Files: fw.fds,
 		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: sp.CgroupFD, PidFD: &pidfd, Pdeathsig: syscall.SIGKILL}}
-	// Catch the forwarded signals before the child exists, so none is lost between.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
+	// The fork under the forwarder's lock: a signal that came before it either ends run
+	// here, CMD never started (the daemon registers nothing once the connection closes),
+	// or waits for CMD and is forwarded to it.
+	fw.mu.Lock()
+	if sig := fw.early; sig != 0 {
+		fw.mu.Unlock()
+		sp.Close()
+		return dieOfEarly(sig), true
+	}
 	var pid int
 	if client.SpawnDisabled() {
 		err = fmt.Errorf("%s=1 (the test hook of the migration path): %w", client.NoSpawnEnv, syscall.ENOSYS)
 	} else {
 		pid, err = syscall.ForkExec(path, argv, attr)
 	}
+	if err == nil {
+		fw.spawned(pidfd)
+	}
+	fw.mu.Unlock()
 	if err != nil {
-		signal.Stop(sigs)
+		fw.release()
 		if !client.CloneIntoCgroupFailed(err) {
 			sp.Abort(err.Error())
 			fmt.Fprintf(inv.stderr, "%s: exec %s: %v\n", inv.name, path, err)
@@ -86,49 +104,19 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 		waitChild(pid)
 		return runFailed(err, inv, inv.siteDisk(launch.Site), problemFile), true
 	}
-	results := make(chan error, 1)
-	go func() {
-		got, err := sp.Result()
-		if err == nil {
-			for _, w := range got.Warnings {
-				fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
-			}
-			if inv.g.json {
-				printJSON(inv.stderr, got) // the job as registered, its pid known
-			}
+	// The daemon's answer first, CMD's exit after it: CMD is not reaped before the daemon
+	// checked the process its pidfd names (a reaped one could not be). Both are waited for
+	// in blocking system calls on this thread, the signals forwarded meanwhile by fw.
+	got, resErr := sp.Result()
+	if resErr == nil {
+		for _, w := range got.Warnings {
+			fmt.Fprintf(inv.stderr, "%s: warning: %s\n", inv.name, w)
 		}
-		results <- err
-	}()
-	fg := foregroundOfTerminal()
-	// CMD's exit is awaited without reaping it (WNOWAIT): the daemon checks the process
-	// the pidfd names, which a reaped one no longer is; it is reaped once the daemon
-	// answered (or Result gave up, after the client's timeout).
-	exited := make(chan struct{})
-	go func() {
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
-		close(exited)
-	}()
-	var resErr error
-	gotResult := false
-	for done := false; !done || !gotResult; {
-		select {
-		case s := <-sigs:
-			sig := s.(syscall.Signal)
-			if done || fg && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGWINCH) {
-				continue // the terminal sent it to CMD's process group too
-			}
-			unix.PidfdSendSignal(pidfd, unix.Signal(sig), nil, 0)
-		case resErr = <-results:
-			gotResult = true
-		case <-exited:
-			done, exited = true, nil
+		if inv.g.json {
+			printJSON(inv.stderr, got) // the job as registered, its pid known
 		}
 	}
-	signal.Stop(sigs)
 	ws := waitChild(pid)
-	unix.Close(pidfd)
 	if resErr != nil {
 		var pe *client.ProblemError
 		if errors.As(resErr, &pe) {
@@ -136,6 +124,100 @@ func spawnJob(ctx context.Context, inv *invocation, launch api.LaunchRequest, re
 		}
 	}
 	return exitLike(ws), true
+}
+
+// forwardedSignals are the signals run passes on to CMD.
+var forwardedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+
+// forwarder catches forwardedSignals from before the spawn call to run's end and sends
+// them to CMD once it exists. One that would end run (SIGTERM, SIGHUP, SIGINT, SIGQUIT)
+// before CMD exists cuts the call short and ends run by that signal, CMD never started,
+// as it ended run before it caught them; the others (SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT)
+// wait for CMD.
+type forwarder struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	sigs   chan os.Signal
+	ready  chan struct{} // closed once fds, env, fg are set and the signals caught
+	gone   chan struct{} // closed when the goroutine returned (after release)
+	fds    []uintptr
+	env    []string
+	fg     bool
+
+	mu      sync.Mutex
+	pidfd   int              // CMD's, once it exists
+	early   syscall.Signal   // one that ends run, caught before CMD existed
+	pending []syscall.Signal // the others, caught before CMD existed
+}
+
+func startForwarder(ctx context.Context) *forwarder {
+	f := &forwarder{sigs: make(chan os.Signal, 8), ready: make(chan struct{}), gone: make(chan struct{}), pidfd: -1}
+	f.ctx, f.cancel = context.WithCancel(ctx)
+	go f.run()
+	return f
+}
+
+func (f *forwarder) run() {
+	defer close(f.gone)
+	f.fds = inheritedFds()
+	f.env = os.Environ()
+	f.fg = foregroundOfTerminal()
+	signal.Notify(f.sigs, forwardedSignals...)
+	close(f.ready)
+	for s := range f.sigs {
+		sig := s.(syscall.Signal)
+		f.mu.Lock()
+		switch {
+		case f.pidfd >= 0:
+			f.forward(sig)
+		case sig == syscall.SIGTERM || sig == syscall.SIGHUP || sig == syscall.SIGINT || sig == syscall.SIGQUIT:
+			if f.early == 0 {
+				f.early = sig
+				f.cancel()
+			}
+		default:
+			f.pending = append(f.pending, sig)
+		}
+		f.mu.Unlock()
+	}
+}
+
+// forward sends sig to CMD, but for what the terminal sent to CMD's process group too.
+// Called with mu held.
+func (f *forwarder) forward(sig syscall.Signal) {
+	if f.fg && (sig == syscall.SIGINT || sig == syscall.SIGQUIT || sig == syscall.SIGWINCH) {
+		return
+	}
+	unix.PidfdSendSignal(f.pidfd, unix.Signal(sig), nil, 0)
+}
+
+// spawned starts the forwarding to CMD, with what waited for it. Called with mu held.
+func (f *forwarder) spawned(pidfd int) {
+	f.pidfd = pidfd
+	for _, sig := range f.pending {
+		f.forward(sig)
+	}
+	f.pending = nil
+}
+
+// release stops catching the signals (CMD was not spawned: run execs in place or ends) and
+// ends run by one that would have ended it meanwhile.
+func (f *forwarder) release() {
+	<-f.ready
+	signal.Stop(f.sigs)
+	close(f.sigs) // no more sends once Stop returned
+	<-f.gone
+	if f.early != 0 {
+		dieOfEarly(f.early)
+	}
+}
+
+// dieOfEarly ends run by a signal that came before CMD existed, as the signal's default
+// action would have.
+func dieOfEarly(sig syscall.Signal) int {
+	dieOf(sig)
+	os.Exit(128 + int(sig)) // not reached: sig's default action ends run
+	return 0
 }
 
 // migrateAndExec is the fallback: the daemon moves run itself into the job's cgroup and

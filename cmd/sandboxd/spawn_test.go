@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -416,5 +420,82 @@ func TestSpawnedJobSurvivesDaemonCrash(t *testing.T) {
 	}
 	if alivePid(pid) {
 		t.Errorf("the job's process %d outlived its end after the restart", pid)
+	}
+}
+
+// Issue 27 (run − launch): sandboxd run catches the signals it forwards from before its
+// spawn call, so that setting them up is off its critical path. A SIGTERM, SIGHUP or
+// SIGINT that comes before CMD exists still ends run by that signal, as it did when run
+// had no handler yet: the call is cut short (not waited for until its timeout), CMD never
+// starts, and the connection is closed without a report, so the daemon registers nothing
+// (TestSpawnClosedBeforeReport). The daemon here is the test's: it takes the call and
+// never answers.
+func TestRunSignalBeforeSpawn(t *testing.T) {
+	dir := openTempDir(t)
+	sock := filepath.Join(dir, "fake.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
+		marker := filepath.Join(dir, "ran-"+unix.SignalName(sig))
+		cmd := exec.Command(binary, "run", "--socket", sock, "--timeout", "60s", "--", "touch", marker)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		conn, err := l.Accept()
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		req, err := http.ReadRequest(br)
+		if err != nil || req.URL.Path != "/v1/jobs/spawn" {
+			t.Errorf("the fake daemon got %v, %v; want POST /v1/jobs/spawn", req, err)
+		} else {
+			io.Copy(io.Discard, req.Body)
+		}
+		cmd.Process.Signal(sig) // run is in its call, CMD not started
+		err = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != sig {
+			t.Errorf("run sent %v during its spawn call: %v, want death by %v", sig, err, sig)
+		}
+		rest, _ := io.ReadAll(br)
+		conn.Close()
+		if len(rest) > 0 {
+			t.Errorf("run sent more after its request: %q, want the connection closed without a report", rest)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("CMD ran although run was ended by %v before it started it", sig)
+		}
+	}
+}
+
+// The daemon's side of it: a caller that got the offer (the job's cgroup fd) and closes
+// the connection without a report gets nothing registered, and the job's cgroup is
+// removed.
+func TestSpawnClosedBeforeReport(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.CgroupRoot(t)
+	cfg := fmt.Sprintf("[jobs]\ncgroup_root = %q\n", root)
+	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	c := &client.Client{SocketPath: sock}
+	sp, err := c.BeginSpawn(context.Background(), api.JobRequest{ID: "closed-early"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := sp.Job.Cgroup
+	if _, err := os.Stat(cg); err != nil {
+		t.Errorf("the offered job's cgroup %s: %v", cg, err)
+	}
+	sp.Close()
+	waitUntil(t, 20*time.Second, "the job's cgroup removed", func() bool {
+		_, err := os.Stat(cg)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if j := jobState(t, sock, "closed-early"); j.ID != "" {
+		t.Errorf("a spawn closed before its report registered a job: %+v", j)
 	}
 }
