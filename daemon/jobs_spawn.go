@@ -103,6 +103,7 @@ func (d *Daemon) handleJobSpawn(w http.ResponseWriter, r *http.Request) error {
 	}
 	b, _ := json.Marshal(ans)
 	uc.Write(append(b, '\n'))
+	sp.Settle() // after the answer: the end of a job whose process is gone already
 	return nil
 }
 

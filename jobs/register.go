@@ -165,12 +165,16 @@ func (m *Manager) admit(req api.JobRequest, by Caller, a admission) (*job, error
 	// never hold the id this caller will use.
 	key := jobKey(by.UID, req.ID)
 	m.mu.Lock()
+	if old := m.holderLocked(key, req.ID, by.UID); old != nil && old.State == api.JobRunning && !old.placing {
+		// The id's last job may have ended a moment ago with its end not yet noticed (it
+		// is, from its cgroup's events, after its caller's answer: `sandboxd run --id x --
+		// true` twice in a row): look now rather than refuse.
+		m.mu.Unlock()
+		m.checkEmpty(old)
+		m.mu.Lock()
+	}
 	lim := m.opts
-	for _, k := range []string{key, req.ID} {
-		old, ok := m.jobs[k]
-		if !ok || !(old.live() || old.State == api.JobLeaked) || k != key && m.ownerUIDLocked(old) != by.UID {
-			continue
-		}
+	if old := m.holderLocked(key, req.ID, by.UID); old != nil {
 		owner := m.ownerUIDLocked(old)
 		m.mu.Unlock()
 		return nil, api.NewProblem(api.CodeConflict, "job %q is already registered and %s (pid %d, owner uid %d, since %s)",
@@ -220,6 +224,19 @@ func (m *Manager) admit(req api.JobRequest, by Caller, a admission) (*job, error
 	m.mu.Unlock()
 
 	return j, nil
+}
+
+// holderLocked is the job that holds the id a registration of uid asks for (key is its
+// key in uid's namespace), if any: a live or leaked one.
+func (m *Manager) holderLocked(key, id string, uid uint32) *job {
+	for _, k := range []string{key, id} {
+		old, ok := m.jobs[k]
+		if !ok || !(old.live() || old.State == api.JobLeaked) || k != key && m.ownerUIDLocked(old) != uid {
+			continue
+		}
+		return old
+	}
+	return nil
 }
 
 // drop forgets a job whose placing failed.

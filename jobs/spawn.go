@@ -43,7 +43,8 @@ type Spawn struct {
 	m       *Manager
 	j       *job
 	a       admission
-	peerPID int // the caller's pid in sandboxd's namespace: the child's parent
+	peerPID int  // the caller's pid in sandboxd's namespace: the child's parent
+	gone    bool // Adopt found the job's cgroup empty: Settle ends the job
 	// Fd is the job's cgroup directory, opened O_PATH|O_DIRECTORY (CLONE_INTO_CGROUP takes
 	// an O_PATH fd); CloseFd closes it once it was sent.
 	Fd int
@@ -136,16 +137,19 @@ func (s *Spawn) Adopt(pidfd int) (api.Job, error) {
 	m.putLocked(s.j) // the job's process, for a restart (a write(), as every record)
 	m.mu.Unlock()
 	v := m.placed(s.j, s.a)
-	// A command as short as /bin/true may be gone already: the watch added by placed
-	// fires only on a change, so look once now.
-	if v.Processes == 0 {
-		m.checkEmpty(s.j)
-		if w, ok := m.Get(s.j.ID); ok {
-			w.Warnings = v.Warnings
-			v = w
-		}
-	}
+	s.gone = v.Processes == 0
 	return v, nil
+}
+
+// Settle ends an adopted job whose process was gone by the time it was adopted: a command
+// as short as /bin/true may be, and the watch added by Adopt fires only on a change. It is
+// called after the caller's answer, which waits for nothing of it (issue 27: the job's
+// end, its cgroup's removal and journal record, was on sandboxd run's critical path); a
+// registration of the same id meanwhile looks for the end itself (admit).
+func (s *Spawn) Settle() {
+	if s.gone {
+		s.m.checkEmpty(s.j)
+	}
 }
 
 // verify says whether p is the process the caller started in the job's cgroup.

@@ -19,7 +19,8 @@ import (
 // of the answer's path that persistence costs), a registration by migration of a sleeping
 // process (mkdir, journal, the write to cgroup.procs), and a spawned one (Reserve: mkdir,
 // journal, open; clone3(CLONE_INTO_CGROUP) of /bin/true; Adopt: checks, journal), beside
-// the same fork and exec of /bin/true without CLONE_INTO_CGROUP.
+// the same fork and exec of /bin/true without CLONE_INTO_CGROUP; and for a /bin/true gone
+// before its report, Adopt (up to the answer) and Settle (the job's end, after it).
 //
 //	CI=true go test -run '^$' -bench RegistrationPath -benchtime=1x ./jobs/
 func BenchmarkRegistrationPath(b *testing.B) {
@@ -38,7 +39,7 @@ func BenchmarkRegistrationPath(b *testing.B) {
 		peer := &Peer{Pidfd: self}
 		peer.readFdinfo()
 		by := Caller{UID: 0, Peer: peer}
-		var journal, migrate, spawned, reserve, clone, adopt, plain []time.Duration
+		var journal, migrate, spawned, reserve, clone, adopt, plain, adoptGone, settleGone []time.Duration
 		for i := range n {
 			c := job{ID: fmt.Sprintf("j-%03d", i), Cgroup: f.root + "/jobs/x", State: api.JobRunning}
 			t0 := time.Now()
@@ -71,6 +72,32 @@ func BenchmarkRegistrationPath(b *testing.B) {
 			}
 			spawned = append(spawned, time.Since(t0))
 			reserve, clone, adopt = append(reserve, t1.Sub(t0)), append(clone, t2.Sub(t1)), append(adopt, time.Since(t2))
+			sp.Settle()
+			unix.Close(pidfd)
+			syscall.Wait4(pid, nil, 0, nil)
+
+			// The same with /bin/true gone before its report (exited, not reaped): Adopt
+			// (up to the answer) and Settle (after it: the job's end).
+			sp, err = f.m.Reserve(api.JobRequest{ID: fmt.Sprintf("g-%03d", i)}, by)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if pid, err = syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: sp.Fd, PidFD: &pidfd}}); err != nil {
+				b.Fatal(err)
+			}
+			var info unix.Siginfo
+			for unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+			}
+			t0 = time.Now()
+			if _, err := sp.Adopt(pidfd); err != nil {
+				b.Fatal(err)
+			}
+			t1 = time.Now()
+			sp.Settle()
+			adoptGone, settleGone = append(adoptGone, t1.Sub(t0)), append(settleGone, time.Since(t1))
+			if j, _ := f.m.Get(fmt.Sprintf("g-%03d", i)); j.State != api.JobEnded {
+				b.Fatalf("a spawned /bin/true gone before its report: %s after Settle, want ended", j.State)
+			}
 			unix.Close(pidfd)
 			syscall.Wait4(pid, nil, 0, nil)
 
@@ -93,5 +120,7 @@ func BenchmarkRegistrationPath(b *testing.B) {
 		b.ReportMetric(med(clone), "clone3-µs")
 		b.ReportMetric(med(adopt), "adopt-µs")
 		b.ReportMetric(med(plain), "forkexec-µs")
+		b.ReportMetric(med(adoptGone), "adopt-gone-µs")
+		b.ReportMetric(med(settleGone), "settle-gone-µs")
 	}
 }

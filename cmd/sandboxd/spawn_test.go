@@ -499,3 +499,28 @@ func TestSpawnClosedBeforeReport(t *testing.T) {
 		t.Errorf("a spawn closed before its report registered a job: %+v", j)
 	}
 }
+
+// Issue 27: the spawn's answer does not wait for the end of a job whose process exited
+// already (the daemon ends it right after the answer, or from its cgroup's events), and a
+// registration of the same id does not stumble on that end: `sandboxd run --id X` of a
+// short command, again and again in a row, gets the id every time, never 409.
+func TestRunSameIDInARow(t *testing.T) {
+	testenv.RequireRoot(t)
+	root := testenv.CgroupRoot(t)
+	cfg := fmt.Sprintf("[jobs]\ncgroup_root = %q\n", root)
+	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
+	env := []string{api.SocketEnv + "=" + sock}
+	for i := range 6 {
+		argv := []string{"run", "--id", "in-a-row", "--", "true"}
+		if i%2 == 1 {
+			argv = []string{"run", "--id", "in-a-row", "--", "sh", "-c", "exit 0"}
+		}
+		if r := sandboxd(t, env, argv...); r.code != 0 {
+			t.Fatalf("run %d of --id in-a-row: exit %d: %s", i, r.code, r.stderr)
+		}
+	}
+	waitUntil(t, 20*time.Second, "the last in-a-row to be seen ended", func() bool {
+		j := jobState(t, sock, "in-a-row")
+		return j.State == api.JobEnded && j.Reason == api.ReasonExited
+	})
+}
