@@ -7,18 +7,24 @@
 #     the cgroup, as before issue 27), and of `sh -c true`; medians of BENCH_RUN_ROUNDS (21)
 #     rounds, interleaved so load hits all alike. Targets: run ≤ 1.5× launch and
 #     ≤ launch + 3 ms.
+#   - beside them the physical cost run pays on top of launch: a Go program that forks,
+#     execs and waits for /bin/true (`sandboxd-bench spawn -- /bin/true`) against the same
+#     program that only starts and exits (`sandboxd-bench spawn`); their difference is one
+#     exec of /bin/true from a Go program on this machine.
 #   - 100 concurrent `sandboxd run -- sleep 1` from one runner: all registered, all ended
 #     by themselves, 0 processes left in job cgroups (counts; the wall time is info).
 #
-# Needs root (the job cgroups) and bin/sandboxd (`make build`). Its daemon, cgroups and
+# Needs root (the job cgroups), bin/sandboxd (`make build`) and go (sandboxd-bench). Its daemon, cgroups and
 # temp dir are removed on exit, also on failure.
 set -euo pipefail
 [ -n "${EPOCHREALTIME:-}" ] || { echo "bench-run: needs bash 5 (\$EPOCHREALTIME)" >&2; exit 1; }
 cd "$(dirname "$0")/.."
 ROUNDS=${BENCH_RUN_ROUNDS:-21}
-BIN=$PWD/bin/sandboxd
+BIN=${BENCH_SANDBOXD:-$PWD/bin/sandboxd} # another build (before/after) with BENCH_SANDBOXD=PATH
 [ "$(id -u)" = 0 ] || { echo "bench-run: run as root (job cgroups)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "bench-run: bin/sandboxd missing; run 'make build'" >&2; exit 1; }
+GO=${GO:-go}
+command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
 WORK=$(mktemp -d /tmp/sandboxd-bench-run.XXXXXX)
 CG2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 [ -n "$CG2" ] || { echo "bench-run: no cgroup2 mount" >&2; exit 1; }
@@ -36,6 +42,8 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT INT TERM
+"$GO" build -o "$WORK/sandboxd-bench" ./cmd/sandboxd-bench
+SB=$WORK/sandboxd-bench
 
 cat >"$WORK/sandboxd.toml" <<CFG
 site = []
@@ -69,26 +77,35 @@ timeit() {
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); kernel $(uname -r); $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for _ in 1 2 3; do "$BIN" run -- /bin/true; "$BIN" launch >/dev/null; done 2>/dev/null # warm the page cache
-run=() launch=() mig=() sh=()
+for _ in 1 2 3; do "$SB" spawn -- /bin/true; "$SB" spawn; done
+run=() launch=() mig=() sh=() gox=() go0=()
 for _ in $(seq "$ROUNDS"); do
 	launch+=("$(timeit "$BIN" launch)")
 	run+=("$(timeit "$BIN" run -- /bin/true)")
 	mig+=("$(SANDBOXD_NO_SPAWN_INTO_CGROUP=1 timeit "$BIN" run -- /bin/true)")
 	sh+=("$(timeit sh -c true)")
+	gox+=("$(timeit "$SB" spawn -- /bin/true)")
+	go0+=("$(timeit "$SB" spawn)")
 done
 mr=$(printf '%s\n' "${run[@]}" | median)
 ml=$(printf '%s\n' "${launch[@]}" | median)
 mm=$(printf '%s\n' "${mig[@]}" | median)
 ms_=$(printf '%s\n' "${sh[@]}" | median)
+mgx=$(printf '%s\n' "${gox[@]}" | median)
+mg0=$(printf '%s\n' "${go0[@]}" | median)
 echo "sandboxd launch:                                   median $ml ms ($ROUNDS runs)"
 echo "sandboxd run -- /bin/true (spawned into the cgroup): median $mr ms"
 echo "sandboxd run -- /bin/true, migration path (before):  median $mm ms"
 echo "sh -c true:                                        median $ms_ ms"
+echo "a Go program forking, exec'ing, waiting /bin/true:   median $mgx ms (sandboxd-bench spawn -- /bin/true)"
+echo "the same Go program, start and exit only:          median $mg0 ms (sandboxd-bench spawn)"
 ratio=$(echo "scale=2; $mr / $ml" | bc)
 over=$(echo "scale=2; $mr - $ml" | bc)
 v1=$(echo "$mr <= 1.5 * $ml" | bc); v2=$(echo "$mr <= $ml + 3" | bc)
 echo "run / launch = ${ratio}x (target <= 1.5x): $([ "$v1" = 1 ] && echo PASS || echo FAIL)"
 echo "run - launch = ${over} ms (target <= 3 ms): $([ "$v2" = 1 ] && echo PASS || echo FAIL)"
+exe=$(echo "scale=2; $mgx - $mg0" | bc)
+echo "(the physical cost: one exec of /bin/true from a Go program = ${exe} ms; run - launch - that = $(echo "scale=2; $over - $exe" | bc) ms)"
 grep -q "moved into it instead" "$WORK/daemon.log" && echo "(the daemon logged migrations: $(grep -c 'moved into it instead' "$WORK/daemon.log"), the forced ones)"
 
 # 100 concurrent runs from one runner.

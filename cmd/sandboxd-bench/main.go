@@ -33,6 +33,7 @@ func commands() []command {
 		{"drain", "start the daemon after -- on a site of expired files; time it until they are gone", runDrain},
 		{"report", "read raw JSON result lines, print the summary table and verdicts", runReport},
 		{"ratio", "per-round ratio of two targets of one test, and its median", runRatio},
+		{"spawn", "start the command after -- as a child, wait for it, exit (the physical cost beside sandboxd run)", runSpawn},
 	}
 }
 
