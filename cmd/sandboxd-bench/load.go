@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -87,8 +89,20 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&res.Test, "test", "", "test name recorded in the result")
 	fs.StringVar(&res.Target, "target", "", "target name recorded in the result (sandboxd, bare, ...)")
 	fs.IntVar(&res.Round, "round", 0, "round number recorded in the result")
+	cpuProfile := fs.String("cpuprofile", "", "write the load client's CPU profile here (go tool pprof), e.g. to see what decoding costs")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if c.socket == "" || c.clients < 1 {
 		return errors.New("-socket is required and -clients must be at least 1")
