@@ -2,9 +2,14 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,5 +146,53 @@ func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
 	poll(t, 10*time.Second, "the watcher to raise DiskPressure", func() bool { return raised(c.pressure.Conditions()) })
 	if st := status("after the condition"); !raised(st.Conditions) {
 		t.Errorf("status conditions %+v after the watcher raised DiskPressure: a stale document", st.Conditions)
+	}
+}
+
+// TestStatusAnswersIdentityToGzip: a client that asks for gzip (Go's default Transport,
+// undici's fetch, curl --compressed) gets the kept document as it is, with no
+// Content-Encoding, as HTTP allows: gzip-coding it was measured to cost Go's client more
+// in decoding than the smaller answer saves (issue 27, docs/benchmarks.md). HEAD answers
+// the same headers without the body.
+func TestStatusAnswersIdentityToGzip(t *testing.T) {
+	td := startDaemon(t, noSites(t.TempDir()))
+	raw := &http.Client{Transport: &http.Transport{DisableCompression: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", td.sock)
+		}}}
+	defer raw.CloseIdleConnections()
+	for _, method := range []string{"GET", "HEAD"} {
+		for _, ae := range []string{"gzip", "gzip, deflate, br, zstd", "*", ""} {
+			req, _ := http.NewRequest(method, "http://sandboxd/v1/status", nil)
+			if ae != "" {
+				req.Header.Set("Accept-Encoding", ae)
+			}
+			resp, err := raw.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			what := fmt.Sprintf("%s /v1/status, Accept-Encoding %q", method, ae)
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s: %d, Content-Encoding %q, Content-Type %q; want 200 identity JSON", what, resp.StatusCode,
+					resp.Header.Get("Content-Encoding"), resp.Header.Get("Content-Type"))
+			}
+			n, err := strconv.Atoi(resp.Header.Get("Content-Length"))
+			if err != nil || n < len(`{"api_version":1}`) {
+				t.Errorf("%s: Content-Length %q", what, resp.Header.Get("Content-Length"))
+			}
+			if method == "HEAD" {
+				if len(b) != 0 {
+					t.Errorf("%s: a body of %d bytes", what, len(b))
+				}
+				continue
+			}
+			var st api.Status
+			if len(b) != n || json.Unmarshal(b, &st) != nil || st.APIVersion != 1 {
+				t.Errorf("%s: %d bytes for Content-Length %d, not the status document: %.200s", what, len(b), n, b)
+			}
+		}
 	}
 }
