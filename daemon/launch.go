@@ -12,7 +12,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/config"
-	"github.com/sandboxd/sandboxd/pressure"
 	"github.com/sandboxd/sandboxd/reclaim"
 	"github.com/sandboxd/sandboxd/retention"
 )
@@ -91,7 +90,7 @@ func (d *Daemon) launchAs(ctx context.Context, req api.LaunchRequest, uid uint32
 		if d.underPressure(path) {
 			return false
 		}
-		fs, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
+		fs, err := c.pressure.MeasureExisting(ctx, path)
 		return err == nil && !fs.Unavailable() && !need.short(fs) && !fs.BelowReclaim()
 	}
 	notes, err := c.pruneSite(ctx, req.Site, resp, roomy)
@@ -212,7 +211,7 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 // with busy (a call that does not fit while another reclaim holds the lock, or a passed
 // deadline) and filesystem_unavailable (a statfs that fails).
 func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
-	fs, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
+	fs, err := c.pressure.MeasureExisting(ctx, path)
 	if err != nil && ctx.Err() != nil {
 		return fs, notes, d.deadlineProblem(fs, need.deadline, notes)
 	}
@@ -248,7 +247,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 				d.logger.Debug("launch waits for the reclaim in progress, sharing what it frees",
 					"filesystem", fs.Path, "need_bytes", need.bytes, "avail_bytes", fs.WorkloadAvail())
 			})
-			m, err := c.pressure.Measure(ctx, pressure.ExistingAncestor(path))
+			m, err := c.pressure.MeasureExisting(ctx, path)
 			return err == nil && !m.Unavailable() && !need.short(m)
 		}
 	}
@@ -269,7 +268,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	default:
 		notes = append(notes, reclaimNote(run))
 	}
-	if m, err := c.pressure.Measure(context.WithoutCancel(ctx), pressure.ExistingAncestor(path)); err == nil {
+	if m, err := c.pressure.MeasureExisting(context.WithoutCancel(ctx), path); err == nil {
 		fs = m
 	}
 	return fs, notes, nil

@@ -25,11 +25,22 @@ type hangRoot struct {
 	fs.Inode
 	calls   atomic.Int64
 	armed   atomic.Bool
+	lookups atomic.Bool // armed, a lookup in the root blocks too (else ENOENT)
 	release chan struct{}
 	once    sync.Once
 }
 
-var _ fs.NodeStatfser = (*hangRoot)(nil)
+var (
+	_ fs.NodeStatfser = (*hangRoot)(nil)
+	_ fs.NodeLookuper = (*hangRoot)(nil)
+)
+
+func (r *hangRoot) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if r.armed.Load() && r.lookups.Load() {
+		<-r.release
+	}
+	return nil, syscall.ENOENT
+}
 
 func (r *hangRoot) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	r.calls.Add(1)
@@ -44,8 +55,12 @@ func (r *hangRoot) unblock() { r.once.Do(func() { close(r.release) }) }
 // mountHang serves a hangRoot on a fresh directory. Cleanup unblocks the statfs before
 // it unmounts: a pending request would keep the mount busy.
 func mountHang(t *testing.T) (string, *hangRoot) {
+	return mountHangOn(t, t.TempDir())
+}
+
+// mountHangOn is mountHang on dir.
+func mountHangOn(t *testing.T, dir string) (string, *hangRoot) {
 	testenv.RequireRoot(t)
-	dir := t.TempDir()
 	root := &hangRoot{release: make(chan struct{})}
 	srv, err := fs.Mount(dir, root, &fs.Options{MountOptions: fuse.MountOptions{
 		DirectMount: true, FsName: "sandboxd-test", Name: "hang",
@@ -126,6 +141,9 @@ func TestHungStatfsMarksStaleAndLoopStaysFresh(t *testing.T) {
 	}
 	if n := w.proberFor(hung).startedTotal(); n != 1 {
 		t.Errorf("%d calls started on the hung filesystem, want 1", n)
+	}
+	if n := w.proberFor(hung).inlineTotal(); n != 0 {
+		t.Errorf("%d calls on a FUSE filesystem measured on the caller's goroutine, want none", n)
 	}
 
 	// Released, it answers (zero-size figures) and is no longer stale.

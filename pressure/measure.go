@@ -19,12 +19,33 @@ import (
 // When path lies on a watched filesystem (same st_dev), the answer is that filesystem's
 // object, freshly sampled, with its thresholds, conditions updated, and Path the watched
 // path; otherwise it is path's bare figures.
+//
+// A call on a local filesystem (ext2/3/4, xfs, btrfs, tmpfs, an overlay of those, with
+// nothing else on the way) is measured on the caller's goroutine; any other on a
+// goroutine of its own, so a hung filesystem never holds the caller (inline.go).
 func (w *Watcher) Measure(ctx context.Context, path string) (api.Filesystem, error) {
-	path = cleanPath(path)
+	return w.measure(ctx, cleanPath(path), false)
+}
+
+// MeasureExisting is Measure of path's nearest existing ancestor (ExistingAncestor: a
+// site the launcher has not created yet is measured on the filesystem it will be
+// created on). The walk up by lstat is part of the call, so a path on a hung mount
+// holds no caller past its deadline.
+func (w *Watcher) MeasureExisting(ctx context.Context, path string) (api.Filesystem, error) {
+	return w.measure(ctx, cleanPath(path), true)
+}
+
+// measure is Measure; with existing, of path's nearest existing ancestor. A call it
+// starts runs on the caller's goroutine when nothing on its way can wait on a server
+// (inline.go), else on a goroutine of its own that the caller waits for until ctx ends.
+func (w *Watcher) measure(ctx context.Context, path string, existing bool) (api.Filesystem, error) {
 	p := w.proberFor(path)
 	_, entered := p.outstanding()
 	for {
-		c, started := p.begin(path, w.opts.Now(), w.run)
+		c, started := p.claim(path, existing, w.opts.Now())
+		if started && (ctx.Err() != nil || !w.runInline(p, c)) {
+			go w.run(p, c)
+		}
 		select {
 		case <-c.done:
 		case <-ctx.Done():
@@ -36,19 +57,19 @@ func (w *Watcher) Measure(ctx context.Context, path string) (api.Filesystem, err
 			}
 			return last, fmt.Errorf("measure %s: statfs did not answer: %w", path, ctx.Err())
 		}
-		if !started && (c.path != path || c.seq <= entered) {
+		if !started && (c.path != path || c.existing != existing || c.seq <= entered) {
 			continue // an older or another path's call: now start our own
 		}
 		if c.err != nil {
 			// The last known figures (none for a path on no watched filesystem), with
 			// the failure: the caller names what failed, since when, and the last sample.
-			last, _ := w.lastFor(path)
+			last, _ := w.lastFor(c.at)
 			if last.Error == "" {
 				last.Error, last.Errno = c.err.Error(), errnoName(c.err)
 			}
-			return last, fmt.Errorf("measure %s: %w", path, c.err)
+			return last, fmt.Errorf("measure %s: %w", c.at, c.err)
 		}
-		if fig, ok := w.watchedFor(path, c.dev); ok {
+		if fig, ok := w.watchedFor(c.at, c.dev); ok {
 			return fig, nil
 		}
 		return c.fig, nil
@@ -194,4 +215,12 @@ func (w *Watcher) expireMarks(now time.Time) []api.Event {
 		}
 	}
 	return events
+}
+
+// MeasureCounts says, for the filesystem that holds path by name (its prober), how many
+// measurements were started in all (samples and Measure calls) and how many of them ran
+// on the caller's goroutine (inline.go).
+func (w *Watcher) MeasureCounts(path string) (started, inline uint64) {
+	p := w.proberFor(cleanPath(path))
+	return p.startedTotal(), p.inlineTotal()
 }

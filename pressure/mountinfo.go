@@ -21,6 +21,13 @@ type mountTable struct {
 	entries  []mountinfo.Entry
 	loadedAt time.Time
 	err      error
+
+	// For Measure's inline path (inline.go): an fd of mountinfo polled for changes, and
+	// the chain verdicts of the table loaded at chainsOf.
+	pollOpened bool
+	pollFD     int
+	chains     map[string]chainVerdict
+	chainsOf   time.Time
 }
 
 func newMountTable(procRoot string) *mountTable {

@@ -10,11 +10,13 @@ import (
 // call is one measurement (stat + statfs) of a path, run on its own goroutine. Its result
 // fields are written before done is closed and never after.
 type call struct {
-	seq     uint64
-	path    string
-	started time.Time
-	done    chan struct{}
+	seq      uint64
+	path     string
+	existing bool // measure path's nearest existing ancestor (ExistingAncestor)
+	started  time.Time
+	done     chan struct{}
 
+	at  string // the path measured: path, or with existing its nearest existing ancestor
 	fig api.Filesystem
 	dev uint64
 	err error
@@ -28,11 +30,22 @@ type prober struct {
 	seq     uint64     // sequence number of the last call started
 	cur     *call      // the outstanding call, nil when idle
 	started uint64     // calls started in total (tests check that a hung fs gets one)
+	inline  uint64     // of which measured on the caller's goroutine (Measure's inline path)
 }
 
 // begin returns the outstanding call, or starts run(c) for path on a new goroutine when
 // idle. started tells which.
 func (p *prober) begin(path string, now time.Time, run func(*prober, *call)) (c *call, started bool) {
+	c, started = p.claim(path, false, now)
+	if started {
+		go run(p, c)
+	}
+	return c, started
+}
+
+// claim returns the outstanding call, or makes a new one outstanding when idle (started);
+// the caller then runs it, here or on a goroutine, and finish ends it.
+func (p *prober) claim(path string, existing bool, now time.Time) (c *call, started bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cur != nil {
@@ -40,9 +53,8 @@ func (p *prober) begin(path string, now time.Time, run func(*prober, *call)) (c 
 	}
 	p.seq++
 	p.started++
-	c = &call{seq: p.seq, path: path, started: now, done: make(chan struct{})}
+	c = &call{seq: p.seq, path: path, existing: existing, at: path, started: now, done: make(chan struct{})}
 	p.cur = c
-	go run(p, c)
 	return c, true
 }
 
@@ -67,4 +79,11 @@ func (p *prober) startedTotal() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.started
+}
+
+// inlineTotal is how many of the calls started were measured inline.
+func (p *prober) inlineTotal() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inline
 }

@@ -157,12 +157,32 @@ func (w *Watcher) proberFor(path string) *prober {
 
 // run is a call's goroutine: measure, record, then free the prober.
 func (w *Watcher) run(p *prober, c *call) {
-	c.fig, c.dev, c.err = measurePath(w.mounts, c.path, w.opts.Now())
+	if c.existing {
+		c.at = ExistingAncestor(c.path)
+	}
+	c.fig, c.dev, c.err = measurePath(w.mounts, c.at, w.opts.Now())
 	if c.err == nil {
 		c.fig.SampledAt = w.opts.Now()
 	}
 	w.record(c)
 	p.finish(c)
+}
+
+// runInline is run on the caller's goroutine, when measureInline can measure c there
+// (inline.go); false, with c untouched, when the call is to go to a goroutine.
+func (w *Watcher) runInline(p *prober, c *call) bool {
+	fig, dev, at, ok := w.measureInline(c.path, c.existing, w.opts.Now())
+	if !ok {
+		return false
+	}
+	c.at, c.fig, c.dev = at, fig, dev
+	c.fig.SampledAt = w.opts.Now()
+	p.mu.Lock()
+	p.inline++
+	p.mu.Unlock()
+	w.record(c)
+	p.finish(c)
+	return true
 }
 
 // markStale flags every filesystem whose prober has had a call outstanding for longer
@@ -212,7 +232,7 @@ func (w *Watcher) record(c *call) {
 	var events []api.Event
 	w.mu.Lock()
 	for _, fs := range w.fss {
-		same := fs.cfg.Path == c.path
+		same := fs.cfg.Path == c.at
 		if c.err != nil {
 			if same {
 				if ev, ok := w.failed(fs, c.err, c.started); ok {
