@@ -15,8 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -260,18 +259,27 @@ func (s *Spawning) awaitReadable(dl time.Time) {
 		return
 	}
 	rc.Control(func(fd uintptr) {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		// ppoll(2) through syscall: the client stays standard-library only (TestDependencies).
+		pfd := struct {
+			fd              int32
+			events, revents int16
+		}{fd: int32(fd), events: pollIn}
 		for {
-			ms := time.Until(dl).Milliseconds() + 1
-			if ms <= 0 {
+			left := time.Until(dl)
+			if left <= 0 {
 				return
 			}
-			if _, err := unix.Poll(pfd, int(min(ms, 1<<30))); err != unix.EINTR {
+			ts := syscall.NsecToTimespec(int64(left))
+			_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+			if e != syscall.EINTR {
 				return
 			}
 		}
 	})
 }
+
+// pollIn is POLLIN of poll(2).
+const pollIn = 0x1
 
 // Close closes the connection and the cgroup fd.
 func (s *Spawning) Close() {
