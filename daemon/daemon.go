@@ -46,6 +46,8 @@ type Options struct {
 	// growthWindow, when set (tests), replaces the 10m window of the growth rate, so a
 	// test of a few seconds sees a rate at all.
 	growthWindow time.Duration
+	// stopGrace, when set (tests), replaces defaultStopGrace (stop.go).
+	stopGrace time.Duration
 }
 
 // Daemon is one running sandboxd. Create it with New, run it with Run.
@@ -83,6 +85,8 @@ type Daemon struct {
 
 	lastLoop  atomic.Int64 // unix nanoseconds of the last supervisor round
 	readySent atomic.Bool
+	stopping  atomic.Bool // the stop began: no READY, no start-up work
+	calls     callCount   // the calls being answered (stop.go)
 	reloads   reloadStats
 	persist   persistence
 	booted    bootedFull // the marker of `sandboxd boot`, as the condition BootedFull
@@ -180,21 +184,27 @@ func (d *Daemon) observe() bool { return d.config().Server.Mode == api.ModeObser
 
 // Run serves ln (the Unix socket) and, when non-nil, tcp (the loopback read-only
 // listener) and runs every component until ctx ends. It reports READY=1 to systemd once
-// /readyz would answer 200, and STOPPING=1 when ctx ends.
+// /readyz would answer 200, and STOPPING=1 when ctx ends. The stop is graceful (stop.go):
+// the listeners close at once, the calls in flight finish within the stop grace, then the
+// components stop; Run returns once all of its goroutines have.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// The components and the calls outlive ctx (the stop signal): runCtx ends once the
+	// calls are done, the calls' base context when they finished or the grace passed.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	d.baseCtx = ctx
+	serveCtx, cutCalls := context.WithCancel(runCtx)
+	defer cutCalls()
+	d.baseCtx = serveCtx
 	d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd",
 		Message: "daemon starting", Fields: map[string]any{"version": d.opts.Version, "mode": d.config().Server.Mode}})
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
-	d.current().start(ctx, &wg)
+	d.current().start(runCtx, &wg)
 	defer d.restarter.Close()
-	go d.releaseOrphanMounts(ctx)
+	go d.releaseOrphanMounts(runCtx)
 
-	h := d.Handler()
+	h := d.calls.counted(d.Handler())
 	servers := []*http.Server{d.newHTTPServer(h)}
 	serve := func(srv *http.Server, l net.Listener) {
 		defer wg.Done()
@@ -211,39 +221,51 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 	}
 
 	wg.Add(1)
-	go func() { defer wg.Done(); d.runTextfile(ctx) }()
+	go func() { defer wg.Done(); d.runTextfile(runCtx) }()
 
 	if iv, ok := systemd.WatchdogInterval(); ok {
 		wd := &systemd.Watchdog{Notifier: d.notify, Interval: iv, Fresh: d.fresh, Logger: d.logger}
 		wg.Add(1)
-		go func() { defer wg.Done(); wd.Run(ctx) }()
+		go func() { defer wg.Done(); wd.Run(runCtx) }()
 	}
 
+	// The supervisor loop runs on while the calls in flight finish (the watchdog's pings
+	// and /livez go on through the grace).
 	var runErr error
 	func() {
 		t := time.NewTicker(supervisorPeriod)
 		defer t.Stop()
+		stop := ctx.Done()
+		var drained chan struct{}
+		begin := func() {
+			stop = nil
+			d.stopping.Store(true)
+			d.notify.Stopping()
+			d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "daemon stopping"})
+			drained = make(chan struct{})
+			go func() { defer close(drained); d.drain(servers, cutCalls) }()
+		}
 		for {
-			d.supervise(ctx)
+			d.supervise(runCtx)
 			select {
-			case <-ctx.Done():
-				return
+			case <-stop:
+				begin()
 			case err := <-errc:
-				runErr = err
+				if runErr == nil {
+					runErr = err
+				}
+				if drained == nil {
+					begin()
+				}
+			case <-drained:
 				return
 			case <-t.C:
 			}
 		}
 	}()
 
-	d.notify.Stopping()
-	d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "daemon stopping"})
 	d.shutdownComponents()
-	shutCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stop()
-	for _, s := range servers {
-		s.Shutdown(shutCtx)
-	}
+	cutCalls()
 	cancel()
 	wg.Wait()
 	return runErr
@@ -267,7 +289,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 	}
 	d.lastLoop.Store(d.now().UnixNano())
 	c := d.current()
-	if !d.readySent.Load() && c.ready() {
+	if !d.readySent.Load() && !d.stopping.Load() && c.ready() {
 		d.readySent.Store(true)
 		d.notify.Ready()
 		d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "ready: first sample of every watched filesystem taken"})

@@ -14,8 +14,9 @@ import (
 // busy (503, Retry-After), with the last figures known, marked stale. A passed deadline
 // is the caller's choice or a slow disk, never a bug, so never `internal` (issue 10).
 //
-// A call cut short because the daemon is stopping (SIGTERM: its requests' base context
-// ends with it) did not run out of its deadline: it says so, and that a retry reaches the
+// A call cut short because the daemon is stopping (its requests' base context ends when
+// the stop grace after SIGTERM passed with the call still waiting: stop.go) did not run
+// out of its deadline: it says so, and that a retry reaches the
 // next daemon, rather than "retry with a longer deadline" (a launch across a DaemonSet's
 // label flip got that, 0.3 s into a 2-s deadline).
 func (d *Daemon) deadlineProblem(fs api.Filesystem, deadline time.Duration, notes []string) *api.Problem {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,9 @@ func (d *Daemon) handleJobSpawn(w http.ResponseWriter, r *http.Request) error {
 		return nil // the caller broke the protocol; closing is the answer
 	}
 	uc.SetDeadline(time.Now().Add(spawnReportWait))
+	// A stop lets the report come within its grace (the job is then registered and
+	// journaled as ever); once the grace passed, the wait ends (stop.go).
+	defer context.AfterFunc(d.baseCtx, func() { uc.SetReadDeadline(time.Now()) })()
 
 	offer := api.SpawnOffer{Job: sp.View()}
 	offer.Job.Launch = launch
@@ -73,6 +77,9 @@ func (d *Daemon) handleJobSpawn(w http.ResponseWriter, r *http.Request) error {
 	}()
 	var j api.Job
 	switch {
+	case err != nil && d.baseCtx.Err() != nil:
+		sp.Abandon("sandboxd is stopping: no report within the stop grace")
+		err = stoppingSpawnProblem(offer.Job.ID)
 	case err != nil:
 		sp.Abandon("no report: " + err.Error())
 		err = api.NewProblem(api.CodeBadRequest, "the spawn report: %v", err)
@@ -120,6 +127,9 @@ func readSpawnReport(uc *net.UnixConn) (api.SpawnReport, []int, error) {
 			return rep, fds, errors.New("the report line is longer than 16 KiB")
 		}
 		n, oobn, flags, _, err := uc.ReadMsgUnix(buf, oob)
+		if n < 0 {
+			n = 0 // a passed read deadline returns -1 (it panicked on buf[:n])
+		}
 		if oobn > 0 {
 			if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 				for _, m := range msgs {
@@ -155,4 +165,13 @@ func readSpawnReport(uc *net.UnixConn) (api.SpawnReport, []int, error) {
 		return rep, fds, fmt.Errorf("malformed report: %v", err)
 	}
 	return rep, fds, nil
+}
+
+// stoppingSpawnProblem is the answer of a spawn whose report had not come when the stop
+// grace ended: nothing is registered and what was started in the cgroup is killed; the
+// next daemon takes the retry.
+func stoppingSpawnProblem(id string) *api.Problem {
+	p := api.NewProblem(api.CodeBusy, "job %q not registered: sandboxd is stopping and the spawn's report did not come within the stop grace; what was started in its cgroup is killed; retry: the next daemon answers it", id)
+	p.RetryAfterSeconds = 1
+	return p
 }

@@ -121,9 +121,11 @@ func TestLaunchDeadlineIsNeverInternal(t *testing.T) {
 }
 
 // TestCutShortByStopIsNotADeadline: a call whose statfs the daemon's own stop cut short
-// is told that sandboxd is stopping and that a retry reaches the next daemon; while the
-// daemon runs, the same refusal names the call's deadline. Both stay busy (503,
-// Retry-After) with the disk's last figures.
+// (the stop grace ended with the call still waiting: calls in flight at SIGTERM otherwise
+// finish, TestStopLetsTheCallsInFlightFinish) is told that sandboxd is stopping and that a
+// retry reaches the next daemon; while the daemon runs, the same refusal names the call's
+// deadline. Both stay busy (503, Retry-After) with the disk's last figures.
+// TestStopCutsShortACallThatCannotFinish sees the same through a real hung statfs.
 func TestCutShortByStopIsNotADeadline(t *testing.T) {
 	_, _, body := siteOnTmpfs(t, 16<<20, 0, "")
 	td := startDaemon(t, body)
