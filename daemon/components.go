@@ -316,14 +316,13 @@ func (c *components) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// onReady runs the resume policy once in the background right after READY (CONTRACT §6).
+// onReady runs the resume policy once right after READY (CONTRACT §6); the supervisor
+// runs it in the background (goBackground).
 func (c *components) onReady(ctx context.Context) {
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		c.mounts.Resume(rctx)
-		c.reclaim.Reclaim(rctx, reclaim.Request{Trigger: reclaim.TriggerStartup})
-	}()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	c.mounts.Resume(rctx)
+	c.reclaim.Reclaim(rctx, reclaim.Request{Trigger: reclaim.TriggerStartup})
 }
 
 func (d *Daemon) shutdownComponents() {

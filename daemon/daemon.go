@@ -87,6 +87,7 @@ type Daemon struct {
 	readySent atomic.Bool
 	stopping  atomic.Bool // the stop began: no READY, no start-up work
 	calls     callCount   // the calls being answered (stop.go)
+	bg        background  // the goroutines Run waits for besides its own (stop.go)
 	reloads   reloadStats
 	persist   persistence
 	booted    bootedFull // the marker of `sandboxd boot`, as the condition BootedFull
@@ -202,7 +203,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 	errc := make(chan error, 4)
 	d.current().start(runCtx, &wg)
 	defer d.restarter.Close()
-	go d.releaseOrphanMounts(runCtx)
+	d.goBackground(func() { d.releaseOrphanMounts(runCtx) })
 
 	h := d.calls.counted(d.Handler())
 	servers := []*http.Server{d.newHTTPServer(h)}
@@ -268,6 +269,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 	cutCalls()
 	cancel()
 	wg.Wait()
+	d.closeBackground()
 	return runErr
 }
 
@@ -293,7 +295,7 @@ func (d *Daemon) supervise(ctx context.Context) {
 		d.readySent.Store(true)
 		d.notify.Ready()
 		d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "ready: first sample of every watched filesystem taken"})
-		c.onReady(ctx)
+		d.goBackground(func() { c.onReady(ctx) })
 	}
 	d.retryPersist()
 	h := d.healthNow()

@@ -57,7 +57,8 @@ func (t managerTie) cgroup(key string) string { return filepath.Join(t.m.Root(),
 func (d *Daemon) wireJobTie(j jobTie) {
 	d.mountJobs = j
 	j.onEnd(func(key, reason string) {
-		go d.releaseJobMounts(key, fmt.Sprintf("job %s ended (%s)", key, reason))
+		// Not once Run returned: the next daemon's start-up releases them (stop.go).
+		d.goBackground(func() { d.releaseJobMounts(key, fmt.Sprintf("job %s ended (%s)", key, reason)) })
 	})
 }
 

@@ -90,10 +90,15 @@ func (d *Daemon) retryPersist() {
 	if !due {
 		return
 	}
-	go func() {
+	started := d.goBackground(func() {
 		d.state.Save("persistence-check", map[string]any{"at": now})
 		p.mu.Lock()
 		p.probing = false
 		p.mu.Unlock()
-	}()
+	})
+	if !started {
+		p.mu.Lock()
+		p.probing = false
+		p.mu.Unlock()
+	}
 }

@@ -93,3 +93,37 @@ func (d *Daemon) drain(servers []*http.Server, cutCalls context.CancelFunc) {
 		s.Close()
 	}
 }
+
+// background is the work Run starts besides its components and servers (the release of a
+// job's mounts when the job ends, the start-up release of orphaned mounts, the resume
+// after READY, a state probe): Run waits for it before it returns, and once Run is done
+// nothing more is started, so a stopped daemon leaves nothing running (a job that ends
+// after that has its mounts released by the next daemon's start-up, as one that ended
+// while no daemon ran).
+type background struct {
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// goBackground runs f on a goroutine Run waits for; false, and f is not run, once Run
+// has returned (or is about to).
+func (d *Daemon) goBackground(f func()) bool {
+	b := &d.bg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() { defer b.wg.Done(); f() }()
+	return true
+}
+
+// closeBackground starts nothing more and waits for what runs (Run's end).
+func (d *Daemon) closeBackground() {
+	d.bg.mu.Lock()
+	d.bg.closed = true
+	d.bg.mu.Unlock()
+	d.bg.wg.Wait()
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/client"
 	"github.com/sandboxd/sandboxd/internal/testenv"
+	"github.com/sandboxd/sandboxd/jobs"
 )
 
 // hangMount mounts a FUSE filesystem whose statfs answers at once until hang is set, and
@@ -290,5 +292,77 @@ func TestStopRegistersASpawnReportedWithinTheGrace(t *testing.T) {
 	}
 	if _, err := third.client.Job(t.Context(), "stop-sp"); err != nil {
 		t.Errorf("stop-sp: %v", err)
+	}
+}
+
+// daemonGoroutines are the stacks of the goroutines running a method of d (a frame whose
+// receiver, the first argument in a stack dump, is d).
+func daemonGoroutines(d *Daemon) []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	recv := ".(*Daemon)."
+	ptr := fmt.Sprintf("(%p", d)
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, line := range strings.Split(g, "\n") {
+			if strings.Contains(line, recv) && strings.Contains(line, ptr) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestNothingRunsAfterRunReturns: once Run returned, the daemon starts no more work. A
+// job whose end the registry reports after the stop (the registry outlives this daemon)
+// started a release of its mounts on a goroutine of its own, outside Run's wait group:
+// it wrote mounts.json after Run returned, into a state directory a test's cleanup was
+// removing (one /tmp/sandboxd-test-*/state/mounts.json was left per test run). The
+// job's mounts are released by the next daemon's start-up instead
+// (TestRegisteredMountsAfterRestartWithJobs).
+func TestNothingRunsAfterRunReturns(t *testing.T) {
+	m := testJobs(t)
+	td := startMountDaemon(t)
+	td.d.wireJobTie(managerTie{m})
+	if _, err := m.Register(api.JobRequest{ID: "after1", PID: sleeper(t)}, jobs.Caller{}); err != nil {
+		t.Fatal(err)
+	}
+	s := newSessionMount(t, td, "sess-after", "after1")
+	ran := sigterm(td)
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// The daemon's end-of-job callback has run once this one, registered after it, has.
+	called := make(chan struct{}, 1)
+	m.OnEnd(func(key, _ string) {
+		if key == "after1" {
+			called <- struct{}{}
+		}
+	})
+	// A goroutine the callback started would wait for this lock (d.current()), so it is
+	// still there when the stacks are read.
+	td.d.cfgMu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := m.End(ctx, "after1", "deleted", true); err != nil {
+		td.d.cfgMu.Unlock()
+		t.Fatal(err)
+	}
+	<-called
+	left := daemonGoroutines(td.d)
+	td.d.cfgMu.Unlock()
+	for _, g := range left {
+		t.Errorf("a goroutine of the daemon runs after Run returned:\n%s", g)
+	}
+	if !fuseMountedAt(s.mnt) {
+		t.Error("the stopped daemon released the job's mount after Run returned")
 	}
 }
