@@ -430,6 +430,13 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 		d.quarantineMu.Unlock()
 	}
 	var bad []quarantinedMount
+	// A job the registry re-keyed at load (a non-root owner's, saved by a version before
+	// per-owner ids: jobs/store.go) keeps its mounts: their saved key follows it.
+	var rekeyed map[string]string
+	if d.jobReg != nil {
+		rekeyed = d.jobReg.Rekeyed()
+	}
+	moved := false
 	for _, s := range saved {
 		var by *mountwatch.Registrant
 		if b := s.RegisteredBy; b != nil {
@@ -446,6 +453,9 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 			} else if reg.Job != "" && reg.JobKey == "" {
 				reg.JobKey = reg.Job
 			}
+			if nk, ok := rekeyed[reg.JobKey]; ok {
+				reg.JobKey, moved = nk, true
+			}
 			if reg.JobKey != "" && d.mountJobs != nil {
 				reg.JobCgroup = d.mountJobs.cgroup(reg.JobKey)
 			}
@@ -455,10 +465,12 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 			bad = append(bad, quarantinedMount{savedMount: s, Reason: err.Error(), QuarantinedAt: d.now().UTC()})
 		}
 	}
-	if len(bad) == 0 {
+	if len(bad) == 0 && !moved {
 		return
 	}
-	d.quarantineMounts(bad)
+	if len(bad) > 0 {
+		d.quarantineMounts(bad)
+	}
 	regs := w.Registered()
 	out := make([]savedMount, 0, len(regs))
 	for _, r := range regs {

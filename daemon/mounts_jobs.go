@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/jobs"
@@ -51,7 +50,7 @@ func (t managerTie) onEnd(f func(key, reason string)) { t.m.OnEnd(f) }
 
 func (t managerTie) available() (bool, string) { return t.m.Available() }
 
-func (t managerTie) cgroup(key string) string { return filepath.Join(t.m.Root(), "jobs", key) }
+func (t managerTie) cgroup(key string) string { return t.m.CgroupOf(key) }
 
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {

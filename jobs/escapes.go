@@ -80,6 +80,9 @@ func (m *Manager) scanEnviron(ctx context.Context) ([]escapee, bool) {
 			if cg == jobsRel+"/"+id || strings.HasPrefix(cg, jobsRel+"/"+id+"/") {
 				continue // where it belongs
 			}
+			if own := m.cg.rel(jobCg); jobCg != "" && filepath.Dir(jobCg) == filepath.Join(m.root, "jobs") && (cg == own || strings.HasPrefix(cg, own+"/")) {
+				continue // in the job cgroup it was started in (a key other than its id: ID@UID, ID@0)
+			}
 			found = append(found, escapee{pid: pid, job: id, jobCg: jobCg, cg: cg})
 		}
 		out <- found
@@ -111,10 +114,15 @@ func (m *Manager) escapes(ctx context.Context, boot int64) []api.Leak {
 		// Only this registry's jobs: another sandboxd on the host (a test, a container's)
 		// has jobs of its own, maybe of the same id, told apart by their cgroup.
 		key := e.job // its key is its cgroup's name when the process says which
+		var j *job
 		if e.jobCg != "" && filepath.Dir(e.jobCg) == filepath.Join(m.root, "jobs") {
 			key = filepath.Base(e.jobCg)
+			if j = m.jobOfCgroupLocked(e.jobCg); j != nil {
+				key = j.ID // a job re-keyed from an older registry keeps its cgroup's name
+			}
+		} else {
+			j = m.jobs[key]
 		}
-		j := m.jobs[key]
 		f, forgot := m.forgot[key]
 		switch {
 		case j != nil && e.jobCg != "" && e.jobCg != j.Cgroup,

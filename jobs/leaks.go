@@ -37,7 +37,7 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 		if j.live() || j.State == api.JobLeaked {
 			// By key (a cgroup's name) and by id (a site's pid file names a job by its id,
 			// whoever owns it).
-			known[key], known[pubID(key)] = true, true
+			known[key], known[pubID(key)], known[filepath.Base(j.Cgroup)] = true, true, true
 		}
 		if j.State == api.JobLeaked {
 			rep.Leaks = append(rep.Leaks, api.Leak{Kind: api.LeakRegistered, Job: pubID(key), Site: j.Site, PID: j.PID,
@@ -166,7 +166,7 @@ func (m *Manager) clean(ctx context.Context, l *api.Leak, fileUID uint32) {
 		err = m.killCgroup(ctx, l.Cgroup)
 		if err == nil {
 			m.mu.Lock()
-			j := m.jobs[filepath.Base(l.Cgroup)] // its key is its cgroup's name
+			j := m.jobOfCgroupLocked(l.Cgroup)
 			m.mu.Unlock()
 			if j != nil {
 				m.checkEmpty(j)

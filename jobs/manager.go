@@ -195,6 +195,10 @@ type Manager struct {
 
 	journal *journal // the registry on disk (journal.go); nil: memory only
 	regErr  error    // why the registry cannot be written now; nil while it can
+	// rekeyed is the new key of each job the load re-keyed, by its old (store.go);
+	// otherCgroups is set once a job's cgroup is not named by its key.
+	rekeyed      map[string]string
+	otherCgroups bool
 
 	wake chan struct{} // a lease changed: recompute the next deadline
 }

@@ -199,7 +199,7 @@ func (m *Manager) admit(req api.JobRequest, by Caller, a admission) (*job, error
 	// before any process is moved, never answered 201 and forgotten by a restart.
 	now, boot := m.opts.Now(), boottime()
 	j := &job{ID: key, Site: req.Site, PID: req.PID, State: api.JobRunning, Labels: req.Labels,
-		Cgroup: filepath.Join(m.root, "jobs", key),
+		Cgroup: m.cgroupForLocked(key),
 		TTL:    ttl, Grace: grace, done: make(chan struct{}), placing: true, Owner: ownerOf(by, m.opts.ProcRoot),
 		StartedAt: now.Round(time.Millisecond), StartBoot: boot, DeadlineBoot: boot + int64(life)}
 	j.LeaseBoot = min(boot+int64(ttl), j.DeadlineBoot)

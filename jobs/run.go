@@ -182,8 +182,8 @@ func (m *Manager) removeStrayCgroups() {
 			continue
 		}
 		m.mu.Lock()
-		j, known := m.jobs[e.Name()]
-		held := known && (j.live() || j.State == api.JobLeaked)
+		j := m.jobOfCgroupLocked(filepath.Join(m.root, "jobs", e.Name()))
+		held := j != nil && (j.live() || j.State == api.JobLeaked)
 		m.mu.Unlock()
 		if !held {
 			unix.Rmdir(filepath.Join(m.root, "jobs", e.Name())) // EBUSY when populated: a leak; by path: safepath.go

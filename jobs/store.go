@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -81,7 +83,9 @@ func (m *Manager) load() {
 			delete(leases, r.ID)
 		}
 	}
-	for _, j := range byID {
+	m.rekeyed = rekeyLegacy(byID, leases)
+	claimed := map[string]bool{} // the cgroups of the live jobs loaded so far
+	for _, j := range sortedByOwnCgroup(m.root, byID) {
 		if validKey(j.ID) != nil {
 			continue
 		}
@@ -93,7 +97,7 @@ func (m *Manager) load() {
 				Fields: map[string]any{"result": "quarantined", "cgroup": j.Cgroup}})
 			continue
 		}
-		if want := filepath.Join(m.root, "jobs", j.ID); m.root != "" && filepath.Clean(j.Cgroup) != want {
+		if want := filepath.Join(m.root, "jobs", j.ID); m.root != "" && !cgroupOfKey(m.root, j) {
 			// A hand-edited registry must not aim the dead-man switch at another cgroup
 			// (issue 21: a root sleep elsewhere was killed and its tree removed): the entry
 			// is quarantined, left out of the registry with nothing ended, and said.
@@ -102,6 +106,18 @@ func (m *Manager) load() {
 			m.emit(api.Event{Time: m.opts.Now(), Kind: api.EventJob, Subject: pubID(j.ID), Message: msg,
 				Fields: map[string]any{"result": "quarantined", "cgroup": j.Cgroup, "want": want}})
 			continue
+		}
+		if held := j.live() || j.State == api.JobLeaked; held && claimed[filepath.Clean(j.Cgroup)] {
+			msg := fmt.Sprintf("job %s quarantined at start: its cgroup %s is another job's; nothing in it was ended and the entry is dropped", j.ID, j.Cgroup)
+			m.opts.Logger.Error(msg)
+			m.emit(api.Event{Time: m.opts.Now(), Kind: api.EventJob, Subject: pubID(j.ID), Message: msg,
+				Fields: map[string]any{"result": "quarantined", "cgroup": j.Cgroup}})
+			continue
+		} else if held {
+			claimed[filepath.Clean(j.Cgroup)] = true
+		}
+		if filepath.Base(j.Cgroup) != j.ID {
+			m.otherCgroups = true
 		}
 		j.done = make(chan struct{})
 		if !j.live() {
@@ -200,4 +216,151 @@ func (m *Manager) registryLocked() *api.JobsRegistry {
 		r.Error = m.regErr.Error()
 	}
 	return r
+}
+
+// A registry written before ids were each owner's own (issue 21) holds a job of a
+// non-root owner under its plain id, in <root>/jobs/<id>: it held that id against root,
+// whose `run --id ID` was refused 409 until the old job ended. At load such a job is
+// re-keyed as if registered now (ID@UID, its owner's namespace), its cgroup kept where it
+// is on disk (a cgroup v2 directory cannot be renamed, and its processes were told the
+// path in SANDBOXD_JOB_CGROUP); a shared lease whose jobs are all one such owner's is
+// re-keyed the same way. Root's job of that id, registered while the old one still holds
+// <root>/jobs/ID, gets the cgroup <root>/jobs/ID@0 (never a key: '@0' names no owner).
+
+// rekeyLegacy re-keys byID's jobs of non-root owners saved under a plain id, and the
+// plain leases only they share; it returns the new key of each job by its old one.
+func rekeyLegacy(byID map[string]*job, leases map[string]*lease) map[string]string {
+	moved := map[string]string{}
+	for key, j := range byID {
+		if strings.Contains(key, "@") || validKey(key) != nil || j.Owner == nil || j.Owner.UID == 0 {
+			continue
+		}
+		if nk := jobKey(j.Owner.UID, key); byID[nk] == nil {
+			moved[key] = nk
+		}
+	}
+	for old, nk := range moved {
+		j := byID[old]
+		delete(byID, old)
+		j.ID = nk
+		byID[nk] = j
+	}
+	for name, l := range leases {
+		if strings.Contains(name, "@") {
+			continue
+		}
+		uid, n := uint32(0), 0
+		for _, j := range byID {
+			if j.Lease != name {
+				continue
+			}
+			if _, ok := moved[pubID(j.ID)]; !ok || (n > 0 && j.Owner.UID != uid) {
+				n = -1
+				break
+			}
+			uid, n = j.Owner.UID, n+1
+		}
+		nk := jobKey(uid, name)
+		if n <= 0 || leases[nk] != nil {
+			continue
+		}
+		delete(leases, name)
+		l.Name = nk
+		leases[nk] = l
+		for _, j := range byID {
+			if j.Lease == name {
+				j.Lease = nk
+			}
+		}
+	}
+	return moved
+}
+
+// cgroupOfKey says whether j's cgroup is the one its key may have: <root>/jobs/KEY; for
+// ID@UID also <root>/jobs/ID (re-keyed from a registry before per-owner ids); for root's
+// ID also <root>/jobs/ID@0 (made while such a job held <root>/jobs/ID).
+func cgroupOfKey(root string, j *job) bool {
+	dir := filepath.Join(root, "jobs")
+	switch filepath.Clean(j.Cgroup) {
+	case filepath.Join(dir, j.ID):
+		return true
+	case filepath.Join(dir, pubID(j.ID)):
+		return strings.Contains(j.ID, "@")
+	case filepath.Join(dir, j.ID+"@0"):
+		return !strings.Contains(j.ID, "@")
+	}
+	return false
+}
+
+// sortedByOwnCgroup lists byID's jobs, those in the cgroup named by their key first (so a
+// cgroup two entries claim stays the one whose name it bears), then by key.
+func sortedByOwnCgroup(root string, byID map[string]*job) []*job {
+	out := make([]*job, 0, len(byID))
+	for _, j := range byID {
+		if j != nil {
+			out = append(out, j)
+		}
+	}
+	named := func(j *job) bool { return filepath.Clean(j.Cgroup) == filepath.Join(root, "jobs", j.ID) }
+	sort.Slice(out, func(a, b int) bool {
+		if na, nb := named(out[a]), named(out[b]); na != nb {
+			return na
+		}
+		return out[a].ID < out[b].ID
+	})
+	return out
+}
+
+// cgroupForLocked is the cgroup of a new job of key: <root>/jobs/KEY, unless a job
+// re-keyed from an older registry holds it (then KEY@0). Caller holds m.mu.
+func (m *Manager) cgroupForLocked(key string) string {
+	dir := filepath.Join(m.root, "jobs", key)
+	if !m.otherCgroups {
+		return dir
+	}
+	for _, o := range m.jobs {
+		if o.ID != key && filepath.Clean(o.Cgroup) == dir && (o.live() || o.State == api.JobLeaked) {
+			return dir + "@0"
+		}
+	}
+	return dir
+}
+
+// jobOfCgroupLocked is the job whose cgroup is dir (nil if none). Caller holds m.mu.
+func (m *Manager) jobOfCgroupLocked(dir string) *job {
+	if j := m.jobs[filepath.Base(dir)]; j != nil && filepath.Clean(j.Cgroup) == filepath.Clean(dir) {
+		return j
+	}
+	if !m.otherCgroups {
+		return nil
+	}
+	for _, j := range m.jobs {
+		if filepath.Clean(j.Cgroup) == filepath.Clean(dir) {
+			return j
+		}
+	}
+	return nil
+}
+
+// CgroupOf is the cgroup of the job of key (where a mount tied to it runs its commands):
+// its own, which for a job re-keyed from an older registry is not named by its key.
+func (m *Manager) CgroupOf(key string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j := m.jobs[key]; j != nil {
+		return j.Cgroup
+	}
+	return filepath.Join(m.root, "jobs", key)
+}
+
+// Rekeyed is the new key of each job the load re-keyed from a registry before per-owner
+// ids, by its old key (a mount saved tied to the old key follows it).
+func (m *Manager) Rekeyed() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]string, len(m.rekeyed))
+	for k, v := range m.rekeyed {
+		out[k] = v
+	}
+	return out
 }
