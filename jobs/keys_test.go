@@ -105,6 +105,14 @@ func TestPreviousVersionsJobDoesNotHoldRootsID(t *testing.T) {
 	if err != nil || j.Owner == nil || j.Owner.UID != 65534 || j.Cgroup != oldCg || j.State != api.JobRunning || j.ID != "old" {
 		t.Fatalf("65534's job of the previous version: %+v, %v", j, err)
 	}
+	// A mount the daemon saved tied to the old key follows the job (daemon restoreMounts),
+	// and its commands start in the job's cgroup as it is on disk.
+	if rk := f.m.Rekeyed(); len(rk) != 1 || rk["old"] != "old@65534" {
+		t.Errorf("Rekeyed() = %v, want old -> old@65534", rk)
+	}
+	if cg := f.m.CgroupOf("old@65534"); cg != oldCg {
+		t.Errorf("CgroupOf(old@65534) = %s, want %s", cg, oldCg)
+	}
 	// Root's own "old": registered, in a cgroup of its own.
 	rootProc := spawn(t, `exec sleep 600`)
 	r, err := f.m.Register(api.JobRequest{ID: "old", PID: rootProc.Process.Pid, Lease: "sess"}, Caller{})
