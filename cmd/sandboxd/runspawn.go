@@ -138,7 +138,7 @@ type forwarder struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	sigs   chan os.Signal
-	ready  chan struct{} // closed once fds, env, fg are set and the signals caught
+	ready  chan struct{} // closed once fds, env and fg are set (the signals are caught before)
 	gone   chan struct{} // closed when the goroutine returned (after release)
 	fds    []uintptr
 	env    []string
@@ -153,6 +153,12 @@ type forwarder struct {
 func startForwarder(ctx context.Context) *forwarder {
 	f := &forwarder{sigs: make(chan os.Signal, 8), ready: make(chan struct{}), gone: make(chan struct{}), pidfd: -1}
 	f.ctx, f.cancel = context.WithCancel(ctx)
+	// Caught here, before the call starts, not on the goroutine: main's NotifyContext
+	// catches SIGTERM and SIGINT too, and a signal that reached it before the goroutine
+	// caught them cut the call short with no early signal seen: run failed with 125
+	// ("no answer from sandboxd") instead of dying by the signal (TestRunSignalBeforeSpawn,
+	// ~1 in 7 runs). Caught here, each such signal is in f.sigs before the call can end.
+	signal.Notify(f.sigs, forwardedSignals...)
 	go f.run()
 	return f
 }
@@ -162,7 +168,6 @@ func (f *forwarder) run() {
 	f.fds = inheritedFds()
 	f.env = os.Environ()
 	f.fg = foregroundOfTerminal()
-	signal.Notify(f.sigs, forwardedSignals...)
 	close(f.ready)
 	for s := range f.sigs {
 		sig := s.(syscall.Signal)
