@@ -139,6 +139,12 @@ const (
 	// back at least half of what each of its last 3 prunes freed within an hour: it is
 	// load-bearing, reclaim takes it last (CONTRACT §14, issue 28).
 	CondCacheThrashing = "CacheThrashing"
+	// CondJobRegistryHeld (subject: [jobs] registry_dir) is true while another sandboxd
+	// holds the job registry: the one before this one, still stopping after a handover
+	// (reason Waiting, warning), or still after [jobs]'s wait of 30 s (reason Stuck,
+	// critical). Job calls are refused (503 state_unavailable) until it is free; the
+	// registry is taken as soon as it is.
+	CondJobRegistryHeld = "JobRegistryHeld"
 )
 
 // Condition is one health condition about one subject.

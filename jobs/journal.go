@@ -66,6 +66,10 @@ type journal struct {
 	broken  error // the journal could not be reopened after a rewrite: nothing appends
 }
 
+// errHeld is the registry's lock held by another process: the sandboxd before this one,
+// still stopping (a handover), or another daemon given the same registry_dir.
+var errHeld = errors.New("held by another sandboxd")
+
 // openJournal opens (creating) the registry in dir and returns the records it holds.
 func openJournal(dir string) (*journal, []record, int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -78,7 +82,7 @@ func openJournal(dir string) (*journal, []record, int, error) {
 	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lk.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, nil, 0, fmt.Errorf("registry %s is held by another sandboxd (flock on %s): give each daemon its own [jobs] registry_dir", dir, lockName)
+			return nil, nil, 0, fmt.Errorf("registry %s: %w (flock on %s)", dir, errHeld, lockName)
 		}
 		return nil, nil, 0, fmt.Errorf("flock %s: %w", filepath.Join(dir, lockName), err)
 	}

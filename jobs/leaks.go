@@ -23,6 +23,9 @@ func (m *Manager) Leaks(ctx context.Context, clean bool) (api.LeaksReport, error
 	if m.unavailable != "" {
 		return rep, api.NewProblem(api.CodeJobsUnavailable, "the leak check cannot run: %s", m.unavailable)
 	}
+	if err := m.Waiting(); err != nil {
+		return rep, err // every job of the registry another sandboxd holds would look leaked
+	}
 	jobsDir := filepath.Join(m.root, "jobs")
 	ents, err := os.ReadDir(jobsDir)
 	if err != nil && !os.IsNotExist(err) {

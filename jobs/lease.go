@@ -158,6 +158,9 @@ func (m *Manager) findLeaseLocked(name string, by Caller) (string, error) {
 // act on every one of them (owner-or-root), or a heartbeat from inside one of them. The
 // lease's key is returned as l.Name.
 func (m *Manager) checkLeaseLocked(name string, by Caller, what string) (*lease, []*job, error) {
+	if err := m.waitingLocked(); err != nil {
+		return nil, nil, err
+	}
 	key, err := m.findLeaseLocked(name, by)
 	if err != nil {
 		return nil, nil, err

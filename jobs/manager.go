@@ -40,6 +40,10 @@ type Options struct {
 	// RegistryDir is [jobs] registry_dir, where the journal of live jobs is kept (journal.go);
 	// "" keeps the registry in memory only.
 	RegistryDir string
+	// RegistryWait is how long Run waits for a registry another sandboxd holds (the one
+	// before it, still stopping) before it says the registry is stuck (30s); it goes on
+	// trying after that (acquire.go).
+	RegistryWait time.Duration
 	// State is the state directory, read only for the registry document of versions before
 	// the journal (nil: none).
 	State    *state.Store
@@ -100,6 +104,7 @@ func (o *Options) setDefaults() {
 	def(&o.KeepEnded, time.Hour)
 	def(&o.KillWait, 10*time.Second)
 	def(&o.SweepInterval, time.Minute)
+	def(&o.RegistryWait, 30*time.Second)
 	if o.Grace < 0 {
 		o.Grace = 10 * time.Second
 	}
@@ -195,12 +200,19 @@ type Manager struct {
 
 	journal *journal // the registry on disk (journal.go); nil: memory only
 	regErr  error    // why the registry cannot be written now; nil while it can
+	// heldSince is when New found the registry held by another sandboxd (acquire.go);
+	// zero once it is loaded, or when it never was held. heldStuck: RegistryWait passed.
+	heldSince time.Time
+	heldStuck bool
 	// rekeyed is the new key of each job the load re-keyed, by its old (store.go);
 	// otherCgroups is set once a job's cgroup is not named by its key.
 	rekeyed      map[string]string
 	otherCgroups bool
 
 	wake chan struct{} // a lease changed: recompute the next deadline
+	// loaded is closed once the registry is loaded, or known not to be (memory only,
+	// unusable): never while another sandboxd holds it.
+	loaded chan struct{}
 }
 
 // New builds a Manager: it works out the cgroup root (a host without usable cgroup v2
@@ -212,7 +224,7 @@ func New(opts Options) *Manager {
 	m := &Manager{opts: opts, jobs: map[string]*job{}, endedTotal: map[string]int64{},
 		lastLeaks: map[string]int{api.LeakRegistered: 0, api.LeakUnleased: 0, api.LeakUnknownCgroup: 0, api.LeakEscaped: 0},
 		runCtx:    context.Background(), wg: &sync.WaitGroup{},
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), loaded: make(chan struct{})}
 	for _, r := range []string{api.ReasonLeaseExpired, api.ReasonMaxLifetime, api.ReasonDeleted, api.ReasonExited} {
 		m.endedTotal[r] = 0
 	}
@@ -399,6 +411,9 @@ func (m *Manager) kick() {
 func (m *Manager) Holds(site, id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.heldSince.IsZero() {
+		return true // another sandboxd holds the registry (acquire.go): cannot know, keep its files
+	}
 	for _, j := range m.jobs {
 		if pubID(j.ID) == id && j.Site == site && (j.live() || j.State == api.JobLeaked) {
 			return true

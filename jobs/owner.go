@@ -190,6 +190,9 @@ func keyUID(key string) (uint32, bool) {
 // another uid by its id; ending or heartbeating another's is refused by mayManageLocked).
 // Caller holds m.mu.
 func (m *Manager) findLocked(id string, by Caller) (*job, error) {
+	if err := m.waitingLocked(); err != nil {
+		return nil, err // not a 404: the job may be in the registry another sandboxd holds
+	}
 	target := by.UID
 	if by.Owner != nil {
 		target = *by.Owner

@@ -22,6 +22,9 @@ const (
 // so a job that ends or is pruned in between does not break it. owner, when set, lists
 // only that uid's jobs (?owner=UID).
 func (m *Manager) Page(after string, limit int, owner *uint32) (page []api.Job, next string, err error) {
+	if err := m.Waiting(); err != nil {
+		return nil, "", err // an empty list would say the jobs of the registry another sandboxd holds are gone
+	}
 	var at int64
 	var atKey string
 	if after != "" {

@@ -91,6 +91,9 @@ func (m *Manager) check(req *api.JobRequest, by Caller, pid func(*api.JobRequest
 	if m.unavailable != "" {
 		return admission{}, api.NewProblem(api.CodeJobsUnavailable, "jobs are unavailable on this host: %s", m.unavailable)
 	}
+	if err := m.Waiting(); err != nil {
+		return admission{}, err
+	}
 	m.mu.Lock()
 	lim := m.opts // SetLimits may change them under mu
 	m.mu.Unlock()

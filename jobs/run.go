@@ -23,6 +23,9 @@ const maxTick = time.Second
 // check every SweepInterval. It returns when ctx ends; a job being ended then stays
 // "ending" in the state document and the next start finishes it.
 func (m *Manager) Run(ctx context.Context) error {
+	if !m.acquire(ctx) {
+		return nil // stopped while another sandboxd held the registry: nothing here is ours
+	}
 	var wg sync.WaitGroup
 	m.mu.Lock()
 	m.runCtx, m.wg = ctx, &wg

@@ -51,6 +51,7 @@ func (m *Manager) Conditions() []api.Condition {
 	var out []api.Condition
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	out = append(out, m.heldConditionLocked()...)
 	for _, j := range m.jobs {
 		switch {
 		case j.State == api.JobLeaked:

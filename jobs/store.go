@@ -24,17 +24,33 @@ type stateDoc struct {
 // once, on the state directory's document of older versions). Jobs of another boot are
 // dropped: their cgroups and processes went with that boot. A live job whose cgroup is gone
 // ended while the daemon was down; Run ends a live one whose lease lapsed meanwhile. A
-// registry that cannot be opened leaves the Manager refusing registrations (regErr).
+// registry that cannot be opened leaves the Manager refusing registrations (regErr); one
+// another sandboxd holds is waited for (acquire.go): Run takes it once it is free.
 func (m *Manager) load() {
 	if m.opts.RegistryDir == "" {
+		close(m.loaded)
 		return // memory only (tests, and a Manager without a registry)
 	}
 	jr, recs, bad, err := openJournal(m.opts.RegistryDir)
+	if errors.Is(err, errHeld) {
+		m.heldSince, m.regErr = m.opts.Now(), err
+		m.opts.Logger.Info("job registry held by another sandboxd: waiting for it to stop (a handover); registrations are refused until then",
+			"dir", m.opts.RegistryDir, "wait", m.opts.RegistryWait)
+		return
+	}
 	if err != nil {
 		m.regErr = err
 		m.opts.Logger.Warn("job registry unusable: registrations are refused", "err", err)
+		close(m.loaded)
 		return
 	}
+	m.loadFrom(jr, recs, bad)
+	close(m.loaded)
+}
+
+// loadFrom rebuilds the registry from the records of the journal jr, just opened: in New,
+// or in Run (under mu) once the registry another sandboxd held is free.
+func (m *Manager) loadFrom(jr *journal, recs []record, bad int) {
 	m.journal = jr
 	if bad > 0 {
 		m.opts.Logger.Warn("job registry: lines that did not parse were skipped", "lines", bad)

@@ -199,7 +199,7 @@ export interface Condition {
   since?: string;
   status?: boolean;
   subject?: string;
-  type?: "DiskPressure" | "InodePressure" | "DiskFillingUp" | "ReplaceRecommended" | "MountUnavailable" | "SiteProblem" | "ReserveReleased" | "JobOverdue" | "FilesystemUnavailable" | "StateNotPersistent" | "CacheThrashing" | "BootedFull";
+  type?: "DiskPressure" | "InodePressure" | "DiskFillingUp" | "ReplaceRecommended" | "MountUnavailable" | "SiteProblem" | "ReserveReleased" | "JobOverdue" | "FilesystemUnavailable" | "StateNotPersistent" | "CacheThrashing" | "BootedFull" | "JobRegistryHeld";
 }
 
 export interface Event {

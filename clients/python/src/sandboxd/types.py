@@ -42,7 +42,7 @@ class Condition(TypedDict, total=False):
     since: str
     status: bool
     subject: str
-    type: Literal["DiskPressure", "InodePressure", "DiskFillingUp", "ReplaceRecommended", "MountUnavailable", "SiteProblem", "ReserveReleased", "JobOverdue", "FilesystemUnavailable", "StateNotPersistent", "CacheThrashing", "BootedFull"]
+    type: Literal["DiskPressure", "InodePressure", "DiskFillingUp", "ReplaceRecommended", "MountUnavailable", "SiteProblem", "ReserveReleased", "JobOverdue", "FilesystemUnavailable", "StateNotPersistent", "CacheThrashing", "BootedFull", "JobRegistryHeld"]
 
 
 class Event(TypedDict, total=False):
