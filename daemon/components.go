@@ -98,7 +98,20 @@ func (r *runner) stop(name string) {
 	}
 }
 
-func (c *components) ready() bool { return c.pressure.Ready() }
+// ready: the first sample of every watched filesystem is taken, and the job registry is
+// the daemon's (or the wait for the one another sandboxd held passed: jobs/acquire.go).
+func (c *components) ready() bool { return c.pressure.Ready() && registrySettled(c.jobs) }
+
+// notReady says what the daemon waits for before it is ready ("" once it is).
+func (c *components) notReady() string {
+	switch {
+	case !c.pressure.Ready():
+		return "waiting for the first sample of every watched filesystem"
+	case !registrySettled(c.jobs):
+		return "waiting for the job registry, held by another sandboxd (the one before this one, still stopping)"
+	}
+	return ""
+}
 
 func (c *components) reserveBytes(fs string) uint64 {
 	if c.reclaim == nil {

@@ -203,7 +203,15 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 	errc := make(chan error, 4)
 	d.current().start(runCtx, &wg)
 	defer d.restarter.Close()
-	d.goBackground(func() { d.releaseOrphanMounts(runCtx) })
+	d.goBackground(func() {
+		// Which job a mount's job is, is the registry's to say: not before it is loaded
+		// (another sandboxd may hold it still: jobs/acquire.go).
+		select {
+		case <-d.jobReg.Loaded():
+			d.releaseOrphanMounts(runCtx)
+		case <-runCtx.Done():
+		}
+	})
 
 	h := d.calls.counted(d.Handler())
 	servers := []*http.Server{d.newHTTPServer(h)}
@@ -294,7 +302,11 @@ func (d *Daemon) supervise(ctx context.Context) {
 	if !d.readySent.Load() && !d.stopping.Load() && c.ready() {
 		d.readySent.Store(true)
 		d.notify.Ready()
-		d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: "ready: first sample of every watched filesystem taken"})
+		msg := "ready: first sample of every watched filesystem taken"
+		if since, _ := d.jobReg.Held(); !since.IsZero() {
+			msg += "; the job registry is still held by another sandboxd: job calls are refused until it is free (JobRegistryHeld)"
+		}
+		d.events.Record(api.Event{Kind: api.EventLifecycle, Subject: "sandboxd", Message: msg})
 		d.goBackground(func() { c.onReady(ctx) })
 	}
 	d.retryPersist()

@@ -22,9 +22,8 @@ func (d *Daemon) handleLivez(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (d *Daemon) handleReadyz(w http.ResponseWriter, r *http.Request) error {
-	if !d.current().ready() {
-		writeJSON(w, http.StatusServiceUnavailable, api.Livez{Status: "not ready",
-			Reason: "waiting for the first sample of every watched filesystem"})
+	if why := d.current().notReady(); why != "" {
+		writeJSON(w, http.StatusServiceUnavailable, api.Livez{Status: "not ready", Reason: why})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, api.Livez{Status: "ok"})

@@ -66,7 +66,7 @@ func (h jobHolder) Holds(site, id string) bool {
 var _ retention.JobHolder = jobHolder{}
 
 func (d *Daemon) jobRoutes() []route {
-	return []route{
+	rs := []route{
 		{api.RouteJobsRegister, d.handleJobRegister, true},
 		{api.RouteJobsSpawn, d.handleJobSpawn, true},
 		{api.RouteJobsList, d.handleJobsList, false},
@@ -78,7 +78,38 @@ func (d *Daemon) jobRoutes() []route {
 		{api.RouteLeaseHeartbeat, d.handleLeaseHeartbeat, true},
 		{api.RouteLeaseDelete, d.handleLeaseDelete, true},
 	}
+	for i := range rs {
+		rs[i].handler = d.whileRegistryHeld(rs[i].handler)
+	}
+	return rs
 }
+
+// whileRegistryHeld refuses every job call, 503 state_unavailable (retry), while another
+// sandboxd holds the job registry (jobs/acquire.go: the daemon before this one, still
+// stopping): an empty list or a 404 then would tell a runner its job is gone, and a leak
+// check would take that daemon's jobs for leaks.
+func (d *Daemon) whileRegistryHeld(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := d.jobReg.Waiting(); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
+}
+
+// registrySettled says whether the job registry is this daemon's, or the wait for it
+// passed (JobRegistryHeld is critical then): the daemon is not ready before.
+func registrySettled(m *jobs.Manager) bool {
+	if m == nil {
+		return true
+	}
+	since, stuck := m.Held()
+	return since.IsZero() || stuck
+}
+
+// RegistryHeld says whether another process holds the job registry of cfg: serve
+// --wait-for-socket waits for the daemon before it to let go of it before it starts.
+func RegistryHeld(cfg *config.Config) bool { return jobs.RegistryHeld(cfg.Jobs.RegistryDir) }
 
 func (d *Daemon) jobsAvailable() error {
 	if ok, why := d.jobReg.Available(); !ok {

@@ -102,6 +102,9 @@ func (d *Daemon) RegisterMount(req api.MountRegistration, by *mountwatch.Registr
 		if ok, why := d.mountJobs.available(); !ok {
 			return api.Mount{}, api.NewProblem(api.CodeJobsUnavailable, "field \"job\": jobs are unavailable here (%s), so a mount cannot be tied to job %q", why, reg.Job)
 		}
+		if err := d.mountJobs.waiting(); err != nil {
+			return api.Mount{}, err
+		}
 		uid := uint32(0)
 		if by != nil {
 			uid = by.UID

@@ -27,6 +27,9 @@ type jobTie interface {
 	available() (bool, string)
 	// cgroup is the cgroup of the job of key, where its mounts' commands start.
 	cgroup(key string) string
+	// waiting is the refusal (503, retry) while another sandboxd holds the registry: no
+	// job can be named then (jobs/acquire.go); nil once it is the daemon's.
+	waiting() error
 }
 
 // managerTie is the jobs registry (package jobs) as a jobTie.
@@ -51,6 +54,8 @@ func (t managerTie) onEnd(f func(key, reason string)) { t.m.OnEnd(f) }
 func (t managerTie) available() (bool, string) { return t.m.Available() }
 
 func (t managerTie) cgroup(key string) string { return t.m.CgroupOf(key) }
+
+func (t managerTie) waiting() error { return t.m.Waiting() }
 
 // wireJobTie ties registered mounts to jobs' ends; called once before Run.
 func (d *Daemon) wireJobTie(j jobTie) {
@@ -108,6 +113,9 @@ func (d *Daemon) launchJob(id string, uid uint32) (string, error) {
 	}
 	if d.mountJobs == nil {
 		return "", api.NewProblem(api.CodeJobsUnavailable, "field \"job\": this daemon runs no jobs registry, so no mount is tied to job %q", id)
+	}
+	if err := d.mountJobs.waiting(); err != nil {
+		return "", err
 	}
 	// An ended job's key still answers: its mounts were released with it, nothing gates.
 	key, _, _, why := d.mountJobs.job(id, uid)
