@@ -69,19 +69,27 @@ func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides, 
 	}
 	logger := slog.New(h)
 
+	var ln, tcp net.Listener
+	if so.waitForSocket {
+		// Before New: the daemon reads the job registry, the registered mounts and its
+		// state once the daemon before it has stopped writing them.
+		if ln, tcp, err = waitForSocket(ctx, cfg, logger); err != nil {
+			logger.Error("cannot listen", "err", err)
+			return 1
+		}
+	}
 	d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: *cfgPath, Logger: logger, LogLevel: lv,
 		Version: version, Commit: commit, Notifier: &systemd.Notifier{}, Overrides: overrides})
 	if err != nil {
 		logger.Error("cannot start", "err", err)
+		closeListeners(ln, tcp)
 		return exitConfig
 	}
-	ln, tcp, err := listeners(cfg)
-	if so.waitForSocket && errors.Is(err, daemon.ErrSocketAnswered) {
-		ln, tcp, err = waitForSocket(ctx, cfg, logger, err)
-	}
-	if err != nil {
-		logger.Error("cannot listen", "err", err)
-		return 1
+	if ln == nil {
+		if ln, tcp, err = listeners(cfg); err != nil {
+			logger.Error("cannot listen", "err", err)
+			return 1
+		}
 	}
 	logger.Info("sandboxd serving", "socket", ln.Addr().String(), "mode", cfg.Server.Mode, "version", version)
 
@@ -163,31 +171,94 @@ func listeners(cfg *config.Config) (net.Listener, net.Listener, error) {
 	return ln, tcp, nil
 }
 
-// socketRetry is how often a serve with --wait-for-socket tries the socket again.
-const socketRetry = 100 * time.Millisecond
-
-// waitForSocket is the handover of a DaemonSet whose pods replace each other on a node
-// (an observe/enforce label flip, a rollout): the new pod finds the old one still
-// answering on the socket and, instead of exiting into a crash-loop backoff, waits until
-// it has stopped, then takes the socket. It says so once, and retries every 100 ms: while
-// it waits no daemon answers on the node, and a runner's launch in that gap is refused
-// (exit 69, no socket), so the gap is kept short (a retry is a stat and a connect).
-func waitForSocket(ctx context.Context, cfg *config.Config, logger *slog.Logger, first error) (net.Listener, net.Listener, error) {
-	logger.Info("another sandboxd answers on the socket: waiting for it to stop (--wait-for-socket)", "socket", cfg.Server.Socket, "err", first)
-	t := time.NewTicker(socketRetry)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("stopped while waiting for the socket: %w", first)
-		case <-t.C:
-		}
-		ln, tcp, err := listeners(cfg)
-		if !errors.Is(err, daemon.ErrSocketAnswered) {
-			if err == nil {
-				logger.Info("the other sandboxd stopped: socket taken", "socket", cfg.Server.Socket)
-			}
-			return ln, tcp, err
+func closeListeners(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
 		}
 	}
+}
+
+// socketRetry is how often a serve with --wait-for-socket tries the socket again, and
+// the job registry.
+const socketRetry = 100 * time.Millisecond
+
+// registryHandoverWait bounds the wait for the job registry once the socket is free: the
+// daemon before this one lets go of it when its Run returns, after its calls drained
+// (its stop grace, 10 s by default) and its components stopped (5 s at most).
+const registryHandoverWait = 20 * time.Second
+
+// waitForSocket is the handover of a daemon that replaces another on a node (a
+// DaemonSet's label flip or rollout, a package upgrade, a restart that overlaps): the new
+// one finds the old one still answering on the socket and, instead of exiting into a
+// crash-loop backoff, waits until it has stopped, then takes the socket. It says so once,
+// and retries every 100 ms: while it waits no daemon answers on the node, and a runner's
+// launch in that gap is refused (exit 69, no socket), so the gap is kept short (a retry is
+// a stat and a connect).
+//
+// Stopped means gone: the old daemon closes its socket at once on SIGTERM, then finishes
+// the calls it took and stops its components, writing the job registry (held under a
+// lock: jobs/acquire.go), the registered mounts and its state as it goes. The socket is
+// taken once the old daemon has let go of the registry too, so that the new one reads
+// them after its last write, adopts its jobs at once, and never runs its components next
+// to the old one's. A registry still held registryHandoverWait after the socket freed (a
+// stuck daemon, or another one given the same registry_dir) is not waited for longer
+// here: the daemon starts, refuses job calls until the registry is free, takes it as soon
+// as it is, and says so (the condition JobRegistryHeld).
+func waitForSocket(ctx context.Context, cfg *config.Config, logger *slog.Logger) (net.Listener, net.Listener, error) {
+	if systemd.Activated() {
+		return listeners(cfg) // systemd holds the socket: there is no other daemon's to wait for
+	}
+	t := time.NewTicker(socketRetry)
+	defer t.Stop()
+	var waited, gaveUp bool
+	var heldSince time.Time // when the socket was free and the registry still held
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil, nil, fmt.Errorf("stopped while waiting for the other sandboxd to stop: %w", ctx.Err())
+			case <-t.C:
+			}
+		}
+		if socketAnswers(cfg.Server.Socket) {
+			if !waited {
+				logger.Info("another sandboxd answers on the socket: waiting for it to stop (--wait-for-socket)", "socket", cfg.Server.Socket)
+				waited = true
+			}
+			continue
+		}
+		if !gaveUp && daemon.RegistryHeld(cfg) {
+			if heldSince.IsZero() {
+				heldSince = time.Now()
+				logger.Info("the other sandboxd closed its socket and is stopping: waiting for it to let go of the job registry", "dir", cfg.Jobs.RegistryDir)
+			}
+			if time.Since(heldSince) < registryHandoverWait {
+				continue
+			}
+			logger.Warn("the job registry is still held by another sandboxd: starting without it; job calls are refused until it is free, and it is taken as soon as it is",
+				"dir", cfg.Jobs.RegistryDir, "waited", registryHandoverWait)
+			gaveUp = true
+		}
+		ln, tcp, err := listeners(cfg)
+		if errors.Is(err, daemon.ErrSocketAnswered) {
+			continue // a daemon took the socket meanwhile
+		}
+		if err == nil && waited {
+			logger.Info("the other sandboxd stopped: socket taken", "socket", cfg.Server.Socket)
+		} else if err == nil && !heldSince.IsZero() {
+			logger.Info("the other sandboxd stopped: socket taken, job registry free", "socket", cfg.Server.Socket)
+		}
+		return ln, tcp, err
+	}
+}
+
+// socketAnswers says whether a daemon accepts connections on the Unix socket at path.
+func socketAnswers(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }

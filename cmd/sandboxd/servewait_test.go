@@ -29,6 +29,7 @@ func TestServeWaitsForTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Server.Socket, cfg.Server.HTTP = sock, ""
+	cfg.Jobs.RegistryDir = filepath.Join(dir, "registry") // never the machine's /run/sandboxd
 	_, _, first := listeners(cfg)
 	if first == nil || !strings.Contains(first.Error(), "another sandboxd is answering") {
 		t.Fatalf("listen while another daemon answers: %v", first)
@@ -40,7 +41,7 @@ func TestServeWaitsForTheSocket(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		ln, _, err := waitForSocket(context.Background(), cfg, slog.New(slog.NewTextHandler(&log, nil)), first)
+		ln, _, err := waitForSocket(context.Background(), cfg, slog.New(slog.NewTextHandler(&log, nil)))
 		got <- result{ln, err}
 	}()
 	testenv.Eventually(t, 10*time.Second, "the wait to be logged", func() bool {
