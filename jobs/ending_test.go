@@ -66,7 +66,6 @@ func TestUnemptiableJobLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Hang()
-	time.Sleep(100 * time.Millisecond) // the server handles the signal asynchronously
 	os.WriteFile(gate, nil, 0o644)
 	waitFor(t, 5*time.Second, "ls to block in the hung mount", func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/wchan")

@@ -104,7 +104,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 // serve is the server role: mount the filesystem on --dir, print "ready" (or "error: ...")
 // and serve until SIGTERM (unmount) or SIGKILL (dead mount). SIGUSR1 makes every request
-// hang from then on, SIGUSR2 answer again.
+// hang from then on, SIGUSR2 answer again; each is acknowledged in --ack once in force
+// ("PID 1" hung, "PID 0" answering), so that Hang and Unhang return only then.
 func serve(args []string) int {
 	fl := flag.NewFlagSet(roleServe, flag.ContinueOnError)
 	dir := fl.String("dir", "", "mountpoint")
@@ -112,6 +113,7 @@ func serve(args []string) int {
 	cred := fl.String("cred", "", "credential file")
 	reload := fl.Bool("reload", false, "re-read the credential file on every request")
 	uid := fl.Int("user-id", 0, "user_id= of the mount (no allow_other) when not root")
+	ack := fl.String("ack", "", "file SIGUSR1 and SIGUSR2 are acknowledged in")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -134,11 +136,12 @@ func serve(args []string) int {
 	go func() {
 		for s := range sig {
 			switch s {
-			case syscall.SIGUSR1:
-				g.hang.Store(true)
-				continue
-			case syscall.SIGUSR2:
-				g.hang.Store(false)
+			case syscall.SIGUSR1, syscall.SIGUSR2:
+				hung := s == syscall.SIGUSR1
+				g.hang.Store(hung)
+				if *ack != "" {
+					writeAck(*ack, hung)
+				}
 				continue
 			}
 			server.Unmount()
@@ -175,4 +178,17 @@ func mount(dir, backing string, uid int, g *gate) (*fuse.Server, error) {
 	}
 	go server.Serve()
 	return server, nil
+}
+
+// writeAck records in path that this server is hung or answering, replacing the file at
+// once (a reader never sees it half written).
+func writeAck(path string, hung bool) {
+	state := 0
+	if hung {
+		state = 1
+	}
+	tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
+	if os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d", os.Getpid(), state)), 0o644) == nil {
+		os.Rename(tmp, path) // by path: the test server's own file in its private state dir
+	}
 }

@@ -58,6 +58,7 @@ func start(args []string) int {
 	fl.String("backing", "", "backing directory")
 	fl.Bool("reload", false, "re-read the credential file on every request")
 	fl.Int("user-id", 0, "owner of the mount")
+	fl.String("ack", "", "file the server acknowledges SIGUSR1 and SIGUSR2 in")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -75,7 +76,7 @@ func start(args []string) int {
 	serveArgs := []string{roleServe}
 	fl.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "dir", "backing", "cred", "reload", "user-id":
+		case "dir", "backing", "cred", "reload", "user-id", "ack":
 			serveArgs = append(serveArgs, "--"+f.Name+"="+f.Value.String())
 		}
 	})

@@ -43,6 +43,7 @@ type Server struct {
 	opts            Options
 	state           string // the server's own directory: pid file, pid log, default backing
 	pidfile, pidlog string
+	ack             string // where the server acknowledges Hang and Unhang
 }
 
 // New prepares a server for dir without starting it (a remount command may be the first
@@ -67,7 +68,7 @@ func New(t testing.TB, dir string, o Options) *Server {
 		os.Chmod(o.Backing, 0o777)
 	}
 	s := &Server{Dir: filepath.Clean(dir), Backing: o.Backing, Credential: o.Credential, opts: o, state: state,
-		pidfile: filepath.Join(state, "server.pid"), pidlog: filepath.Join(state, "pids.log")}
+		pidfile: filepath.Join(state, "server.pid"), pidlog: filepath.Join(state, "pids.log"), ack: filepath.Join(state, "hang.ack")}
 	t.Cleanup(func() {
 		if err := s.Cleanup(); err != nil {
 			t.Errorf("fusetest cleanup: %v", err)
@@ -91,7 +92,7 @@ func Start(t testing.TB, dir string, o Options) *Server {
 // a remount_command for a server that is already dead.
 func (s *Server) StartCommand() []string {
 	argv := []string{s.opts.Binary, roleStart, "--dir", s.Dir, "--backing", s.Backing,
-		"--pidfile", s.pidfile, "--pidlog", s.pidlog}
+		"--pidfile", s.pidfile, "--pidlog", s.pidlog, "--ack", s.ack}
 	if s.Credential != "" {
 		argv = append(argv, "--cred", s.Credential)
 	}
@@ -152,18 +153,28 @@ func (s *Server) Kill() {
 }
 
 // Hang makes the current server stop answering: every request from now on blocks until
-// the connection is aborted or the server killed.
-func (s *Server) Hang() {
-	if pid := s.Pid(); pid > 0 {
-		syscall.Kill(pid, syscall.SIGUSR1)
-	}
-}
+// the connection is aborted or the server killed. It returns once the server has taken
+// the signal (it handles it asynchronously), so a request made after Hang hangs.
+func (s *Server) Hang() { s.signal(syscall.SIGUSR1, true) }
 
 // Unhang makes a hung server answer again (the backend came back): requests blocked in it
-// go on, and new ones are answered.
-func (s *Server) Unhang() {
-	if pid := s.Pid(); pid > 0 {
-		syscall.Kill(pid, syscall.SIGUSR2)
+// go on, and new ones are answered. It returns once the server has taken the signal.
+func (s *Server) Unhang() { s.signal(syscall.SIGUSR2, false) }
+
+// signal sends sig to the current server and waits, with a loaded machine's patience,
+// until the server acknowledges that it is hung (or answering); a server that died
+// meanwhile acknowledges nothing, and the wait ends with it.
+func (s *Server) signal(sig syscall.Signal, hung bool) {
+	pid := s.Pid()
+	if pid <= 0 {
+		return
+	}
+	syscall.Kill(pid, sig)
+	want := fmt.Sprintf("%d %d", pid, map[bool]int{false: 0, true: 1}[hung])
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && alive(pid); time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(s.ack); err == nil && string(b) == want {
+			return
+		}
 	}
 }
 
