@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,19 +17,24 @@ import (
 // --clean ends it (with the children it forked) and still reports it. A young one is not.
 func TestUnleasedProcessLeak(t *testing.T) {
 	var files []PidFile
+	var clock stoppedClock
 	f := newFixture(t, func(o *Options) {
 		o.UnleasedMax = 300 * time.Millisecond
 		o.Grace = 200 * time.Millisecond
 		o.PidFiles = func() []PidFile { return files }
+		o.Now = clock.Now
 	})
 	kids := filepath.Join(t.TempDir(), "kids")
 	old := spawn(t, `sh -c 'echo $$ > `+kids+`; exec sleep 600' & exec sleep 600`)
 	child := readPids(t, kids, 1)[0]
 	time.Sleep(400 * time.Millisecond)
 	young := spawn(t, `exec sleep 600`)
-	// Ages are the files': a1b2.pid written 400 ms ago, c3d4.pid just now.
-	files = []PidFile{{Site: "aura-bg", Job: "a1b2", PID: old.Process.Pid, FileMtime: time.Now().Add(-400 * time.Millisecond)},
-		{Site: "aura-bg", Job: "c3d4", PID: young.Process.Pid, FileMtime: time.Now()}}
+	// Ages are the files': a1b2.pid written 400 ms ago, c3d4.pid just now — on a clock
+	// stopped for the checks, so that a loaded machine's delays do not age c3d4.pid past
+	// unleased_max between here and the checks.
+	now := clock.Stop()
+	files = []PidFile{{Site: "aura-bg", Job: "a1b2", PID: old.Process.Pid, FileMtime: now.Add(-400 * time.Millisecond)},
+		{Site: "aura-bg", Job: "c3d4", PID: young.Process.Pid, FileMtime: now}}
 	rep, err := f.m.Leaks(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -99,21 +105,26 @@ func TestUnknownCgroupLeak(t *testing.T) {
 // was not written for).
 func TestUnleasedAgedByTheFile(t *testing.T) {
 	var files []PidFile
+	var clock stoppedClock
 	f := newFixture(t, func(o *Options) {
 		o.UnleasedMax = 300 * time.Millisecond
 		o.Grace = 200 * time.Millisecond
 		o.PidFileSlack = 100 * time.Millisecond
 		o.PidFiles = func() []PidFile { return files }
+		o.Now = clock.Now
 	})
 	old := spawn(t, `exec sleep 600`)
 	time.Sleep(400 * time.Millisecond)
-	files = []PidFile{{Site: "aura-bg", Job: "fresh", PID: old.Process.Pid, FileMtime: time.Now()}}
+	// The checks run on a stopped clock: the file is as old at the check as written here,
+	// however long a loaded machine takes to get there. The process's own age is real
+	// (from /proc): the sleeps make it at least that old.
+	files = []PidFile{{Site: "aura-bg", Job: "fresh", PID: old.Process.Pid, FileMtime: clock.Stop()}}
 	if rep, _ := f.m.Leaks(context.Background(), true); len(rep.Leaks) != 0 {
 		t.Fatalf("a file written now naming a process that ran past unleased_max: %+v, want no leak", rep.Leaks)
 	}
 	// Written 400 ms after the process started (past a slack of 100 ms), 350 ms ago.
 	time.Sleep(400 * time.Millisecond)
-	files = []PidFile{{Site: "aura-bg", Job: "late", PID: old.Process.Pid, FileMtime: time.Now().Add(-350 * time.Millisecond)}}
+	files = []PidFile{{Site: "aura-bg", Job: "late", PID: old.Process.Pid, FileMtime: clock.Stop().Add(-350 * time.Millisecond)}}
 	rep, err := f.m.Leaks(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -124,4 +135,22 @@ func TestUnleasedAgedByTheFile(t *testing.T) {
 	if !alive(old.Process.Pid) {
 		t.Fatal("--clean ended a process that started long before its pid file was written")
 	}
+}
+
+// stoppedClock is the manager's clock for a leak check whose ages must not grow while a
+// loaded machine gets to it: the wall clock until Stop, then the instant Stop returned.
+type stoppedClock struct{ at atomic.Int64 }
+
+// Stop stops the clock at the current time (again, if it was stopped) and returns it.
+func (c *stoppedClock) Stop() time.Time {
+	now := time.Now()
+	c.at.Store(now.UnixNano())
+	return now
+}
+
+func (c *stoppedClock) Now() time.Time {
+	if at := c.at.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Now()
 }
