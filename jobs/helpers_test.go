@@ -132,7 +132,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 func readPids(t testing.TB, path string, n int) []int {
 	t.Helper()
 	var out []int
-	waitFor(t, 10*time.Second, "pids in "+path, func() bool {
+	waitFor(t, time.Minute, "pids in "+path, func() bool {
 		b, _ := os.ReadFile(path)
 		out = out[:0]
 		for _, f := range strings.Fields(string(b)) {

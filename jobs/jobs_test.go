@@ -28,7 +28,7 @@ func TestLeaseLapseEndsSetsidGrandchild(t *testing.T) {
 	var mu sync.Mutex
 	var ended []string
 	f.m.OnEnd(func(id, reason string) { mu.Lock(); ended = append(ended, id+":"+reason); mu.Unlock() })
-	j, err := f.m.Register(api.JobRequest{ID: "lapse", PID: cmd.Process.Pid, TTL: dur(500 * time.Millisecond)}, Caller{})
+	j, err := f.m.Register(api.JobRequest{ID: "lapse", PID: cmd.Process.Pid, TTL: dur(5 * time.Second)}, Caller{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestLeaseLapseEndsSetsidGrandchild(t *testing.T) {
 			t.Fatalf("process %d is not running before the lease lapsed", p)
 		}
 	}
-	waitFor(t, 10*time.Second, "the job to end", func() bool {
+	waitFor(t, time.Minute, "the job to end", func() bool {
 		v, _ := f.m.Get("lapse")
 		return v.State == api.JobKilled
 	})
@@ -110,7 +110,7 @@ func TestWallClockJumpEndsNothing(t *testing.T) {
 		o.Now = func() time.Time { return time.Now().Add(time.Duration(jump.Load())) }
 	})
 	p := spawn(t, `exec sleep 600`)
-	if _, err := f.m.Register(api.JobRequest{ID: "vm", PID: p.Process.Pid, TTL: dur(1500 * time.Millisecond)}, Caller{}); err != nil {
+	if _, err := f.m.Register(api.JobRequest{ID: "vm", PID: p.Process.Pid, TTL: dur(5 * time.Second)}, Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	jump.Store(int64(24 * time.Hour))
@@ -121,5 +121,5 @@ func TestWallClockJumpEndsNothing(t *testing.T) {
 	if v, _ := f.m.Get("vm"); v.LeaseExpiresAt.Before(time.Now().Add(23 * time.Hour)) {
 		t.Errorf("lease_expires_at %s is not shown on the jumped wall clock", v.LeaseExpiresAt)
 	}
-	waitFor(t, 10*time.Second, "the lease to lapse on boot time", func() bool { v, _ := f.m.Get("vm"); return v.State == api.JobKilled })
+	waitFor(t, time.Minute, "the lease to lapse on boot time", func() bool { v, _ := f.m.Get("vm"); return v.State == api.JobKilled })
 }

@@ -69,13 +69,13 @@ func TestUnknownCgroupLeak(t *testing.T) {
 	spawned := time.Now()
 	p := spawn(t, `exec sleep 600`)
 	// Run removes empty strays at start: retry until the process is in.
-	waitFor(t, 5*time.Second, "a stray cgroup with a process", func() bool {
+	waitFor(t, time.Minute, "a stray cgroup with a process", func() bool {
 		os.MkdirAll(stray, 0o755)
 		return os.WriteFile(filepath.Join(stray, "cgroup.procs"), []byte(strconv.Itoa(p.Process.Pid)), 0) == nil
 	})
 	// Its age is its oldest process's (issue 23: it said 0 for a cgroup 67 s old).
 	var age float64
-	waitFor(t, 5*time.Second, "the stray cgroup's age to count", func() bool {
+	waitFor(t, time.Minute, "the stray cgroup's age to count", func() bool {
 		if rep, _ := f.m.Leaks(context.Background(), false); len(rep.Leaks) == 1 {
 			age = rep.Leaks[0].AgeSeconds
 		}

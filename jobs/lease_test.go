@@ -23,12 +23,13 @@ func TestSharedLease(t *testing.T) {
 	for i := range 3 {
 		p := spawn(t, `exec sleep 600`)
 		procs = append(procs, p.Process.Pid)
-		j, err := f.m.Register(api.JobRequest{ID: fmt.Sprintf("s1-%d", i), PID: p.Process.Pid, TTL: dur(time.Second), Lease: "s1"}, Caller{})
+		j, err := f.m.Register(api.JobRequest{ID: fmt.Sprintf("s1-%d", i), PID: p.Process.Pid, TTL: dur(3 * time.Second), Lease: "s1"}, Caller{})
 		if err != nil || j.Lease != "s1" {
 			t.Fatalf("register into lease s1: %+v %v", j, err)
 		}
 	}
-	// Renewed 8 times, each after half a ttl: the jobs outlive their 1s ttl many times over.
+	// Renewed 8 times, each after a third of a ttl (a loaded machine may delay a renewal by
+	// most of a ttl): the jobs outlive their 3s ttl more than twice over.
 	for range 8 {
 		f.m.mu.Lock()
 		w0 := f.m.journal.written
@@ -42,7 +43,7 @@ func TestSharedLease(t *testing.T) {
 			t.Errorf("one lease heartbeat wrote %d bytes to the registry, want one small record", n)
 		}
 		f.m.mu.Unlock()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 	for i, p := range procs {
 		if v, _ := f.m.Get(fmt.Sprintf("s1-%d", i)); v.State != api.JobRunning || !alive(p) {

@@ -149,7 +149,7 @@ func TestKeepEndedMax(t *testing.T) {
 		}
 	}
 	// The cap is applied when the registry next changes (a registration, a tick).
-	waitFor(t, 10*time.Second, "the oldest ended job to be dropped", func() bool { _, ok := f.m.Get("first"); return !ok })
+	waitFor(t, time.Minute, "the oldest ended job to be dropped", func() bool { _, ok := f.m.Get("first"); return !ok })
 	for _, id := range []string{"second", "third"} {
 		if _, ok := f.m.Get(id); !ok {
 			t.Errorf("ended job %s dropped though within keep_ended_max", id)
