@@ -81,6 +81,10 @@ func TestJobEventsLoggedOnce(t *testing.T) {
 		}
 		return n
 	}
+	// The end's event may be logged just after the answer: wait for it, then stop the
+	// daemon so that a second line, if any, is written before the count.
+	poll(t, time.Minute, "the job's end in the log", func() bool { return lines("job killed") > 0 })
+	td.stop()
 	for _, s := range []string{"job registered", "ending job", "job killed"} {
 		if n := lines(s); n != 1 {
 			t.Errorf("%q: %d log lines, want 1:\n%s", s, n, logs.String())
