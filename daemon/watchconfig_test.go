@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,7 +58,11 @@ func TestWatchConfigFollowsAConfigMap(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- td.d.WatchConfig(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(200 * time.Millisecond) // the watch is set up before the first update
+	// The first update must come after the watch is set up: wait for the kernel to show
+	// an inotify watch on the volume's directory, then give WatchConfig a moment to read
+	// the file it compares updates with (right after adding the watch).
+	testenv.Eventually(t, time.Minute, "an inotify watch on the ConfigMap volume", func() bool { return inotifyWatched(vol.dir) })
+	time.Sleep(200 * time.Millisecond)
 
 	inForce := func(want string) func() bool {
 		return func() bool {
@@ -65,10 +71,10 @@ func TestWatchConfigFollowsAConfigMap(t *testing.T) {
 		}
 	}
 	vol.write(t, strings.Replace(string(text), `max_age = "1h"`, `max_age = "2h"`, 1))
-	testenv.Eventually(t, 10*time.Second, "the ConfigMap's new max_age in force", inForce(`max_age = \"2h`))
+	testenv.Eventually(t, time.Minute, "the ConfigMap's new max_age in force", inForce(`max_age = \"2h`))
 
 	vol.write(t, strings.Replace(string(text), `max_age = "1h"`, "max_age = \"3h\"\nno_such_key = 1", 1))
-	testenv.Eventually(t, 10*time.Second, "the rejected update to show in the metrics", func() bool {
+	testenv.Eventually(t, time.Minute, "the rejected update to show in the metrics", func() bool {
 		_, _, m := td.do(t, "GET", "/metrics", "")
 		return strings.Contains(m, "sandboxd_config_last_reload_successful 0")
 	})
@@ -76,5 +82,25 @@ func TestWatchConfigFollowsAConfigMap(t *testing.T) {
 		t.Error("a rejected ConfigMap update changed the config in force")
 	}
 	vol.write(t, strings.Replace(string(text), `max_age = "1h"`, `max_age = "4h"`, 1))
-	testenv.Eventually(t, 10*time.Second, "the fixed ConfigMap in force", inForce(`max_age = \"4h`))
+	testenv.Eventually(t, time.Minute, "the fixed ConfigMap in force", inForce(`max_age = \"4h`))
+}
+
+// inotifyWatched says whether an inotify instance of this process watches dir: its inode
+// is in the watch list the kernel shows in /proc/self/fdinfo.
+func inotifyWatched(dir string) bool {
+	var st syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil {
+		return false
+	}
+	want := fmt.Sprintf(" ino:%x ", st.Ino)
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l != "anon_inode:inotify" {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/self/fdinfo/" + fd.Name()); err == nil && strings.Contains(string(b), want) {
+			return true
+		}
+	}
+	return false
 }
