@@ -116,7 +116,7 @@ func TestKnobBoundsAndQuotas(t *testing.T) {
 	if code, answer := requestAs(t, td, attacker, attacker, nil, "POST", "/v1/mounts", reg); code != 201 || !strings.Contains(answer, "gates only the launches that name it") {
 		t.Fatalf("65534's required mount: %d %s", code, answer)
 	}
-	poll(t, 10*time.Second, "the required mount probed missing", func() bool { return td.mount(t, "req").State == api.MountMissing })
+	poll(t, time.Minute, "the required mount probed missing", func() bool { return td.mount(t, "req").State == api.MountMissing })
 	if code, p := launchMounts(t, td); code != 200 {
 		t.Errorf("a launch naming no mount failed on 65534's required mount: %d %s", code, p.Detail)
 	}

@@ -41,8 +41,8 @@ path = %q
 	td := startDaemon(t, body)
 	// The start-up reclaim is a writer's kind of run (not held by the cooldown): let it
 	// pass on the roomy disk before the disk fills.
-	poll(t, 10*time.Second, "the start-up reclaim", func() bool { return startupRuns(td) > 0 })
-	poll(t, 10*time.Second, "the reserve to be armed", func() bool {
+	poll(t, time.Minute, "the start-up reclaim", func() bool { return startupRuns(td) > 0 })
+	poll(t, time.Minute, "the reserve to be armed", func() bool {
 		fs, ok := td.d.current().pressure.Filesystem(mnt)
 		return ok && fs.ReserveBytes >= 4<<20
 	})

@@ -99,7 +99,7 @@ func TestRefusalFloodKeepsTrail(t *testing.T) {
 	var logs testenv.SyncBuffer
 	td := startDaemon(t, fmt.Sprintf("site = []\n[[filesystem]]\npath = %q\nreserve = \"1MiB\"\nreclaim_below = \"1MiB\"\nreplace_below = \"0\"\n", mnt),
 		func(o *Options) { o.Logger = slogTo(&logs) })
-	poll(t, 20*time.Second, "the ready and reserve events", func() bool {
+	poll(t, time.Minute, "the ready and reserve events", func() bool {
 		return len(td.eventsWith(t, api.EventReserve, "armed")) == 1 && len(td.eventsWith(t, api.EventLifecycle, "ready")) == 1
 	})
 	// A prune-sized flood of the main ring: every earlier event must survive in the kept ring.
@@ -155,7 +155,7 @@ func TestEventsLoggedOnceEach(t *testing.T) {
 	var logs testenv.SyncBuffer
 	dir := t.TempDir()
 	td := startDaemon(t, noSites(dir), func(o *Options) { o.Logger = slogTo(&logs) })
-	poll(t, 20*time.Second, "the reserve armed", func() bool { return len(td.eventsWith(t, api.EventReserve, "armed")) > 0 })
+	poll(t, time.Minute, "the reserve armed", func() bool { return len(td.eventsWith(t, api.EventReserve, "armed")) > 0 })
 	var lines []string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "kind=reserve") && strings.Contains(l, "armed") {

@@ -125,7 +125,7 @@ func (td *testDaemon) stop() {
 
 func (td *testDaemon) waitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		resp, err := td.http.Get("http://sandboxd/readyz")
 		if err == nil {
@@ -136,7 +136,7 @@ func (td *testDaemon) waitReady(t testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatal("daemon did not become ready within 20s")
+	t.Fatal("daemon did not become ready within a minute")
 }
 
 // do sends a raw request and returns status, content type and body.

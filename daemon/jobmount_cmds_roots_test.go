@@ -41,7 +41,7 @@ func TestJobMountCommandsEndWithTheJob(t *testing.T) {
 		t.Fatalf("65534 ties a mount to its job: %d %s", code, answer)
 	}
 	var pid int
-	poll(t, 20*time.Second, "the refresh_command's setsid sleep", func() bool {
+	poll(t, time.Minute, "the refresh_command's setsid sleep", func() bool {
 		b, _ := os.ReadFile(pidFile)
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid > 0

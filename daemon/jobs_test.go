@@ -114,7 +114,7 @@ func TestJobsAPI(t *testing.T) {
 		t.Errorf("heartbeat after the end: %v", err)
 	}
 	// Its files age normally now.
-	poll(t, 10*time.Second, "the ended job's files to be pruned", func() bool {
+	poll(t, time.Minute, "the ended job's files to be pruned", func() bool {
 		c.Launch(ctx, api.LaunchRequest{Site: "aura-bg"})
 		_, err := os.Stat(filepath.Join(site, "a1b2.out"))
 		return os.IsNotExist(err)

@@ -43,7 +43,7 @@ replace_below_inodes = 5
 reserve = "0"
 `, site, mnt)
 	td = startDaemon(t, body, func(o *Options) { o.Config.Health.SampleInterval = time.Hour })
-	poll(t, 20*time.Second, "the drain to delete its first files", func() bool { return countDir(t, site) < 700 })
+	poll(t, time.Minute, "the drain to delete its first files", func() bool { return countDir(t, site) < 700 })
 	return td, mnt, site
 }
 

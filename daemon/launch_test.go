@@ -92,7 +92,7 @@ func TestLaunchPrunesItsWayOutOfAFullDisk(t *testing.T) {
 	if r.Filesystem.AvailBytes < 1<<20 || r.Pruned != int64(len(r.PrunedJobs))*7 {
 		t.Fatalf("pruned %d files of %d jobs, %d bytes free after: %+v", r.Pruned, len(r.PrunedJobs), r.Filesystem.AvailBytes, r)
 	}
-	poll(t, 10*time.Second, "every stale file to be pruned", func() bool {
+	poll(t, time.Minute, "every stale file to be pruned", func() bool {
 		left, _ := os.ReadDir(site)
 		return len(left) == 0
 	})
@@ -189,7 +189,7 @@ probe_timeout = "2s"
 `, mp))
 	var p api.Problem
 	var status int
-	poll(t, 10*time.Second, "the mount verdict", func() bool {
+	poll(t, time.Minute, "the mount verdict", func() bool {
 		status, _, p = launch(t, td, `{}`)
 		return status != 200 && strings.Contains(p.Detail, "missing")
 	})

@@ -31,7 +31,7 @@ func TestWritersRequiredMountGatesItsJobsLaunches(t *testing.T) {
 	if code, answer := requestAs(t, td, attacker, attacker, nil, "POST", "/v1/mounts", reg); code != 201 || !strings.Contains(answer, `or its job (\"job\")`) {
 		t.Fatalf("65534's required job-tied mount: %d %s", code, answer)
 	}
-	poll(t, 10*time.Second, "the required mount probed missing", func() bool { return td.mount(t, "sess-req").State == api.MountMissing })
+	poll(t, time.Minute, "the required mount probed missing", func() bool { return td.mount(t, "sess-req").State == api.MountMissing })
 
 	if code, p := launchMounts(t, td); code != 200 {
 		t.Errorf("root's launch failed on 65534's required mount: %d %s", code, p.Detail)

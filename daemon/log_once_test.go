@@ -39,7 +39,7 @@ func TestEventLoggedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 5*time.Second, "the dry run's event", func() bool {
+	poll(t, time.Minute, "the dry run's event", func() bool {
 		page, err := td.client.Events(context.Background(), 0)
 		if err != nil {
 			return false
@@ -76,7 +76,7 @@ func TestMountEventLoggedOnce(t *testing.T) {
 		t.Fatalf("register: %d %s", status, body)
 	}
 	var lines []string
-	poll(t, 10*time.Second, "the mount's first state event in the log", func() bool {
+	poll(t, time.Minute, "the mount's first state event in the log", func() bool {
 		lines = lines[:0]
 		for _, l := range strings.Split(buf.String(), "\n") {
 			if strings.Contains(l, "subject=once") && strings.Contains(l, "is missing") {

@@ -281,7 +281,7 @@ func waitRemountEvent(t *testing.T, td *testDaemon, m api.Mount) {
 	if m.RemountsTotal < 1 {
 		t.Fatalf("healthy without a remount? %+v", m)
 	}
-	poll(t, 10*time.Second, "the remount event", func() bool {
+	poll(t, time.Minute, "the remount event", func() bool {
 		return len(td.eventsWith(t, api.EventRemount, "remounted agent")) > 0
 	})
 }

@@ -114,7 +114,7 @@ func TestRegisteredMountCredentialExpired(t *testing.T) {
 	td.waitMountState(t, "agent-s18", api.MountHealthy)
 
 	var cond api.Condition
-	poll(t, 20*time.Second, "the CredentialExpired condition", func() bool {
+	poll(t, time.Minute, "the CredentialExpired condition", func() bool {
 		for _, c := range td.d.healthNow().Conditions {
 			if c.Type == api.CondMountUnavailable && c.Subject == "agent-s18" {
 				cond = c
@@ -160,7 +160,7 @@ func waitRemountEventFor(t *testing.T, td *testDaemon, name string, m api.Mount)
 	if m.RemountsTotal < 1 {
 		t.Fatalf("healthy without a remount? %+v", m)
 	}
-	poll(t, 10*time.Second, "the remount event", func() bool {
+	poll(t, time.Minute, "the remount event", func() bool {
 		return len(td.eventsWith(t, api.EventRemount, "remounted "+name)) > 0
 	})
 }
@@ -196,7 +196,7 @@ func TestRegisteredMountPushMovesRefresh(t *testing.T) {
 		t.Fatal("refresh_command ran at the old schedule after the push")
 	}
 	var refreshed []api.Event
-	poll(t, 20*time.Second, "the refresh at the pushed schedule", func() bool {
+	poll(t, time.Minute, "the refresh at the pushed schedule", func() bool {
 		refreshed = td.eventsWith(t, api.EventCredential, "credentials refreshed")
 		return len(refreshed) > 0
 	})
@@ -257,7 +257,7 @@ func TestRegisteredMountDeleteReleases(t *testing.T) {
 	req.Links = []api.LinkSpec{{Path: link, Target: mnt}}
 	mustRegister(t, td, req)
 	td.waitMountState(t, "agent-s20", api.MountHealthy)
-	poll(t, 10*time.Second, "the link built", func() bool { tgt, err := os.Readlink(link); return err == nil && tgt == mnt })
+	poll(t, time.Minute, "the link built", func() bool { tgt, err := os.Readlink(link); return err == nil && tgt == mnt })
 	os.WriteFile(filepath.Join(mnt, "work.txt"), []byte("kept"), 0o644)
 	pid := srv.Pid()
 
@@ -282,7 +282,7 @@ func TestRegisteredMountDeleteReleases(t *testing.T) {
 	if last.Step != "umount" || last.Result != "done" {
 		t.Errorf("last step %+v, want umount done", last)
 	}
-	poll(t, 10*time.Second, "the FUSE server to exit", func() bool { return serverGone(pid) })
+	poll(t, time.Minute, "the FUSE server to exit", func() bool { return serverGone(pid) })
 	if b, err := os.ReadFile(filepath.Join(srv.Backing, "work.txt")); err != nil || string(b) != "kept" {
 		t.Errorf("the session's file was not flushed to the backing store: %q %v", b, err)
 	}

@@ -89,7 +89,7 @@ func newSessionMount(t *testing.T, td *testDaemon, name, job string) sessionMoun
 		t.Fatalf("registered: %+v", m)
 	}
 	td.waitMountState(t, name, api.MountHealthy)
-	poll(t, 10*time.Second, "the link", func() bool { tgt, err := os.Readlink(s.link); return err == nil && tgt == s.mnt })
+	poll(t, time.Minute, "the link", func() bool { tgt, err := os.Readlink(s.link); return err == nil && tgt == s.mnt })
 	return s
 }
 
@@ -114,7 +114,7 @@ func (s sessionMount) checkReleased(t *testing.T, td *testDaemon, why string) {
 	if fuseMountedAt(s.mnt) {
 		t.Errorf("%s still mounted", s.mnt)
 	}
-	poll(t, 10*time.Second, "the FUSE server of "+s.name+" to exit", func() bool { return serverGone(pid) })
+	poll(t, time.Minute, "the FUSE server of "+s.name+" to exit", func() bool { return serverGone(pid) })
 }
 
 // TestJobTiedMountReleasedWithTheJob: a mount tied to a job is released when the job's

@@ -122,7 +122,7 @@ func TestRegisteredMountActsAsItsRegistrant(t *testing.T) {
 	for _, which := range []string{"refresh", "remount"} {
 		file := filepath.Join(out, which)
 		var got string
-		poll(t, 20*time.Second, "the "+which+" command to run", func() bool {
+		poll(t, time.Minute, "the "+which+" command to run", func() bool {
 			b, err := os.ReadFile(file)
 			got = string(b)
 			return err == nil && strings.Count(got, "\n") >= 2
@@ -139,7 +139,7 @@ func TestRegisteredMountActsAsItsRegistrant(t *testing.T) {
 			t.Errorf("%s wrote a file owned by uid %d", which, uid)
 		}
 	}
-	poll(t, 10*time.Second, "the link", func() bool { tgt, err := os.Readlink(link); return err == nil && tgt == mnt })
+	poll(t, time.Minute, "the link", func() bool { tgt, err := os.Readlink(link); return err == nil && tgt == mnt })
 	if uid := ownerOf(t, link); uid != attacker {
 		t.Errorf("the link was made by uid %d, want 65534 (with its rights)", uid)
 	}
@@ -223,7 +223,7 @@ func TestRegisteredMountRefusesWhatTheRegistrantCannotDo(t *testing.T) {
 	if code, body := f.registerAs(t, attacker, req); code != 201 {
 		t.Fatalf("register a link in a sticky dir: %d %s", code, body)
 	}
-	poll(t, 10*time.Second, "the link", func() bool { _, err := os.Readlink(link); return err == nil })
+	poll(t, time.Minute, "the link", func() bool { _, err := os.Readlink(link); return err == nil })
 	if uid := ownerOf(t, link); uid != attacker {
 		t.Fatalf("link owned by %d", uid)
 	}
@@ -251,7 +251,7 @@ func TestRegisteredMountRefusesWhatTheRegistrantCannotDo(t *testing.T) {
 	if m.RegisteredBy == nil || m.RegisteredBy.UID != 0 {
 		t.Errorf("root's registration: registered_by %+v", m.RegisteredBy)
 	}
-	poll(t, 10*time.Second, "root's link", func() bool { _, err := os.Readlink(filepath.Join(f.etc, "agent-files")); return err == nil })
+	poll(t, time.Minute, "root's link", func() bool { _, err := os.Readlink(filepath.Join(f.etc, "agent-files")); return err == nil })
 }
 
 // TestRegistrantCannotUnmountAnothersMount: 65534 may register a path in its own directory
@@ -334,7 +334,7 @@ func TestRegistrantReleasesItsOwnFUSEMount(t *testing.T) {
 	if rel.Steps[0].Step != "sync" || rel.Steps[0].Result != "done" || !strings.Contains(rel.Steps[0].Detail, "uid 65534") {
 		t.Errorf("first step %+v, want the sync done as uid 65534", rel.Steps[0])
 	}
-	poll(t, 10*time.Second, "the FUSE server to exit", func() bool { return serverGone(pid) })
+	poll(t, time.Minute, "the FUSE server to exit", func() bool { return serverGone(pid) })
 }
 
 // TestRegistrantCredentialFileReadWithItsRights: a credential_file 65534 may not read
@@ -362,7 +362,7 @@ func TestRegistrantCredentialFileReadWithItsRights(t *testing.T) {
 	rootReq := fastReg("agent-s5-root", dirOf(t, filepath.Join(f.etc, "s5-root"), 0))
 	rootReq.Required, rootReq.CredentialFile = ptr(false), secret
 	mustRegister(t, f.td, rootReq)
-	poll(t, 10*time.Second, "root's mount to read the file", func() bool {
+	poll(t, time.Minute, "root's mount to read the file", func() bool {
 		m := f.td.mount(t, "agent-s5-root")
 		return m.CredentialExpiresAt != nil && m.CredentialExpiresAt.Equal(exp)
 	})

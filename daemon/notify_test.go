@@ -115,9 +115,9 @@ func TestSystemdNotifyAndWatchdog(t *testing.T) {
 			}
 		})
 
-	poll(t, 10*time.Second, "READY=1", func() bool { return sink.count("READY=1") >= 1 })
-	poll(t, 10*time.Second, "STATUS=", func() bool { return sink.count("STATUS=") >= 1 })
-	poll(t, 10*time.Second, "the FUSE filesystem to go stale", func() bool {
+	poll(t, time.Minute, "READY=1", func() bool { return sink.count("READY=1") >= 1 })
+	poll(t, time.Minute, "STATUS=", func() bool { return sink.count("STATUS=") >= 1 })
+	poll(t, time.Minute, "the FUSE filesystem to go stale", func() bool {
 		st := td.d.Status()
 		return len(st.Filesystems) == 2 && st.Filesystems[1].Stale
 	})
@@ -126,14 +126,14 @@ func TestSystemdNotifyAndWatchdog(t *testing.T) {
 	}
 	// Pings keep coming while the statfs hangs.
 	before := sink.count("WATCHDOG=1")
-	poll(t, 10*time.Second, "watchdog pings while a statfs hangs", func() bool { return sink.count("WATCHDOG=1") >= before+3 })
+	poll(t, time.Minute, "watchdog pings while a statfs hangs", func() bool { return sink.count("WATCHDOG=1") >= before+3 })
 	if status, _, _ := td.do(t, "GET", "/livez", ""); status != 200 {
 		t.Fatalf("/livez %d while a statfs hangs", status)
 	}
 
 	// Stall the supervisor loop: /livez fails and pings stop.
 	stalled.Store(true)
-	poll(t, 15*time.Second, "/livez to report the stall", func() bool {
+	poll(t, time.Minute, "/livez to report the stall", func() bool {
 		status, _, _ := td.do(t, "GET", "/livez", "")
 		return status == 503
 	})
@@ -146,17 +146,17 @@ func TestSystemdNotifyAndWatchdog(t *testing.T) {
 	}
 	stalled.Store(false)
 	close(unstall)
-	poll(t, 10*time.Second, "pings to resume", func() bool { return sink.count("WATCHDOG=1") > quiet })
+	poll(t, time.Minute, "pings to resume", func() bool { return sink.count("WATCHDOG=1") > quiet })
 
 	// A reload is bracketed by RELOADING=1 and READY=1.
 	readies := sink.count("READY=1")
 	if err := td.d.Reload(); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	poll(t, 5*time.Second, "RELOADING=1 then READY=1", func() bool {
+	poll(t, time.Minute, "RELOADING=1 then READY=1", func() bool {
 		return sink.count("RELOADING=1") == 1 && sink.count("READY=1") > readies
 	})
 
 	td.stop()
-	poll(t, 5*time.Second, "STOPPING=1", func() bool { return sink.count("STOPPING=1") >= 1 })
+	poll(t, time.Minute, "STOPPING=1", func() bool { return sink.count("STOPPING=1") >= 1 })
 }

@@ -134,7 +134,7 @@ func TestJobsAndMountsHaveOwners(t *testing.T) {
 	if ev := td.eventsWith(t, api.EventKill, "asked by uid 65534"); len(ev) != 1 {
 		t.Errorf("%d kill events name uid 65534 as who asked, want 1", len(ev))
 	}
-	poll(t, 10*time.Second, "65534's job-tied mount to be released", func() bool {
+	poll(t, time.Minute, "65534's job-tied mount to be released", func() bool {
 		_, ok := td.d.current().mounts.Get("nobody-m")
 		return !ok
 	})

@@ -57,7 +57,7 @@ func TestReloadKeepsState(t *testing.T) {
 			// A 10 s growth window: the 10m default has no rate before a minute of samples.
 			td := startDaemon(t, body, probeSelf, func(o *Options) { o.growthWindow = 10 * time.Second })
 			td.waitMountState(t, "agent", api.MountHealthy)
-			poll(t, 20*time.Second, "the stale jobs drained", func() bool {
+			poll(t, time.Minute, "the stale jobs drained", func() bool {
 				s := td.status(t).Sites
 				return len(s) == 1 && s[0].PrunedTotal == 21 && s[0].Files == 4
 			})
@@ -76,11 +76,11 @@ func TestReloadKeepsState(t *testing.T) {
 				}
 			}()
 			t.Cleanup(func() { close(writing); <-wrote }) // before the tmpfs is unmounted
-			poll(t, 20*time.Second, "a growth rate", func() bool {
+			poll(t, time.Minute, "a growth rate", func() bool {
 				fs := td.status(t).Filesystems
 				return len(fs) == 1 && fs[0].GrowthBytesPerSecond > 0
 			})
-			poll(t, 20*time.Second, "the start-up reclaim", func() bool { return startupRuns(td) == 1 })
+			poll(t, time.Minute, "the start-up reclaim", func() bool { return startupRuns(td) == 1 })
 			before := td.status(t)
 			comps := td.d.current()
 
@@ -155,7 +155,7 @@ func TestReloadKeepsState(t *testing.T) {
 				t.Errorf("%d ready events, want 1 (a reload is no new start)", n)
 			}
 			if tc.to != "" {
-				poll(t, 10*time.Second, "the new threshold in status", func() bool {
+				poll(t, time.Minute, "the new threshold in status", func() bool {
 					return td.status(t).Filesystems[0].ReplaceThresholdBytes == 1<<20
 				})
 				if n := len(td.eventsWith(t, api.EventConfig, "filesystem settings applied")); n != 1 {

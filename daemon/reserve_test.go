@@ -59,7 +59,7 @@ reserve = "256MiB"
 	}
 
 	os.Remove(filler)
-	poll(t, 5*time.Second, "the reserve to be armed once room returned", func() bool {
+	poll(t, time.Minute, "the reserve to be armed once room returned", func() bool {
 		return allocatedBytes(reserve) >= 256<<20
 	})
 	var fs api.Filesystem
@@ -100,7 +100,7 @@ reserve = "256MiB"
 	if err := td.d.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 5*time.Second, "the reserve of the unwatched filesystem to be removed", func() bool {
+	poll(t, time.Minute, "the reserve of the unwatched filesystem to be removed", func() bool {
 		_, err := os.Lstat(reserve)
 		return os.IsNotExist(err)
 	})

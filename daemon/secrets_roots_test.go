@@ -59,7 +59,7 @@ func TestNoSecretInTrailOrLog(t *testing.T) {
 			t.Fatalf("register %s: %d %s", c.name, code, answer)
 		}
 	}
-	poll(t, 20*time.Second, "a refresh and a failed refresh", func() bool {
+	poll(t, time.Minute, "a refresh and a failed refresh", func() bool {
 		return len(td.eventsWith(t, api.EventCredential, "credentials refreshed")) >= 1 &&
 			len(td.eventsWith(t, api.EventCredential, "credential refresh failed")) >= 1
 	})

@@ -53,7 +53,7 @@ protect = ["/home", "/root"]
 	td := startDaemonIn(t, dir, text)
 
 	testenv.Fill(filepath.Join(mnt, "userdata"), 1<<30) // to 0 B free
-	poll(t, 10*time.Second, "ReplaceRecommended raised on the full disk", func() bool {
+	poll(t, time.Minute, "ReplaceRecommended raised on the full disk", func() bool {
 		for _, c := range td.d.conditions() {
 			if c.Type == api.CondReplaceRecommended && c.Subject == mnt && c.Status {
 				return true
@@ -131,9 +131,9 @@ protect = ["/home", "/root"]
 		}
 		return api.Condition{}, false
 	}
-	poll(t, 10*time.Second, "DiskPressure raised", func() bool { _, ok := active(api.CondDiskPressure); return ok })
+	poll(t, time.Minute, "DiskPressure raised", func() bool { _, ok := active(api.CondDiskPressure); return ok })
 	os.Remove(fill) // the writer's own clean-up: no reclaim answered it
-	poll(t, 10*time.Second, "the held message to follow the disk", func() bool {
+	poll(t, 30*time.Second, "the held message to follow the disk", func() bool {
 		c, ok := active(api.CondDiskPressure)
 		return ok && strings.Contains(c.Message, "32.0 MiB free") && strings.Contains(c.Message, "clears at")
 	})

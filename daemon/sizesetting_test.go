@@ -29,7 +29,7 @@ func TestSizeSettingIsNamedEverywhere(t *testing.T) {
 		t.Errorf("resume detail %q%s lacks %q", run.Detail, rp.Detail, clause)
 	}
 	var st *api.Status
-	poll(t, 5*time.Second, "DiskPressure and ReplaceRecommended naming the setting", func() bool {
+	poll(t, time.Minute, "DiskPressure and ReplaceRecommended naming the setting", func() bool {
 		st, _ = td.client.Status(t.Context())
 		d, r := condition(st, api.CondDiskPressure, mnt), condition(st, api.CondReplaceRecommended, mnt)
 		return d.Status && r.Status && strings.HasSuffix(d.Message, clause) && strings.Contains(r.Message, clause)

@@ -47,7 +47,7 @@ func TestNoPathOracleAndCleanCommands(t *testing.T) {
 	if code, body := f.registerAs(t, attacker, req); code != 201 {
 		t.Fatalf("register: %d %s", code, body)
 	}
-	poll(t, 20*time.Second, "the refresh", func() bool {
+	poll(t, time.Minute, "the refresh", func() bool {
 		return len(f.td.eventsWith(t, api.EventCredential, "credentials refreshed")) > 0
 	})
 	env, _ := os.ReadFile(filepath.Join(out, "env"))

@@ -48,7 +48,7 @@ func TestSiteBytesAreAllocated(t *testing.T) {
 	var got api.Site
 	// Waited for until the index has settled its lstats (a file just written is counted
 	// before its size is known); apparent sizes would never reach want.
-	poll(t, 10*time.Second, fmt.Sprintf("the site to hold 20 files and %d bytes (st_blocks × 512, as du and reclaim count, not 200 B apparent)", want), func() bool {
+	poll(t, time.Minute, fmt.Sprintf("the site to hold 20 files and %d bytes (st_blocks × 512, as du and reclaim count, not 200 B apparent)", want), func() bool {
 		st, err := td.client.Status(t.Context())
 		if err != nil || len(st.Sites) != 1 {
 			return false

@@ -56,7 +56,7 @@ func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, "fill"), make([]byte, 8<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "the watcher's sample of the write", func() bool {
+	poll(t, time.Minute, "the watcher's sample of the write", func() bool {
 		for _, f := range c.pressure.Snapshot() {
 			if f.Path == mnt && f.AvailBytes+8<<20 <= before {
 				return true
@@ -73,7 +73,7 @@ func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(site, "job1.out"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "the site's index to count the file", func() bool {
+	poll(t, time.Minute, "the site's index to count the file", func() bool {
 		s, err := c.sites.Site("aura-bg")
 		return err == nil && s.Files == 1
 	})
@@ -93,7 +93,7 @@ func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
 	}
 	p.Process.Signal(syscall.SIGTERM)
 	var seen []string
-	poll(t, 10*time.Second, "the event of the job's end", func() bool {
+	poll(t, time.Minute, "the event of the job's end", func() bool {
 		page, err := td.client.Events(ctx, 0)
 		if err != nil {
 			return false
@@ -143,7 +143,7 @@ func TestStatusKeptDocumentIsNeverStale(t *testing.T) {
 		}
 		return false
 	}
-	poll(t, 10*time.Second, "the watcher to raise DiskPressure", func() bool { return raised(c.pressure.Conditions()) })
+	poll(t, time.Minute, "the watcher to raise DiskPressure", func() bool { return raised(c.pressure.Conditions()) })
 	if st := status("after the condition"); !raised(st.Conditions) {
 		t.Errorf("status conditions %+v after the watcher raised DiskPressure: a stale document", st.Conditions)
 	}

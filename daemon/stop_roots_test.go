@@ -83,7 +83,7 @@ func launchInFlight(t *testing.T, td *testDaemon, root *hangingFS) <-chan callAn
 	}()
 	// The launch cannot finish before release: a statfs begun before hang was set is
 	// waited for, then its own hangs.
-	testenv.Eventually(t, 15*time.Second, "the launch to be in flight on the hung statfs", func() bool {
+	testenv.Eventually(t, time.Minute, "the launch to be in flight on the hung statfs", func() bool {
 		return td.d.calls.n.Load() == 1 && root.calls.Load() >= 1
 	})
 	return got
@@ -128,7 +128,7 @@ func TestStopLetsTheCallsInFlightFinish(t *testing.T) {
 	}
 	got := launchInFlight(t, td, root)
 	ran := sigterm(td)
-	testenv.Eventually(t, 15*time.Second, "the socket to refuse new connections after SIGTERM", func() bool { return refusesNewCalls(td.sock) })
+	testenv.Eventually(t, time.Minute, "the socket to refuse new connections after SIGTERM", func() bool { return refusesNewCalls(td.sock) })
 	select {
 	case err := <-ran:
 		t.Fatalf("Run returned (%v) while a call was in flight", err)
@@ -240,7 +240,7 @@ func TestStopRegistersASpawnReportedWithinTheGrace(t *testing.T) {
 	}
 	sp := spawnOffered(t, td, "stop-sp")
 	ran := sigterm(td)
-	testenv.Eventually(t, 15*time.Second, "the socket to refuse new connections after SIGTERM", func() bool { return refusesNewCalls(td.sock) })
+	testenv.Eventually(t, time.Minute, "the socket to refuse new connections after SIGTERM", func() bool { return refusesNewCalls(td.sock) })
 	pid, pidfd := startInCgroup(t, sp)
 	if err := sp.Spawned(pidfd); err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestStopRegistersASpawnReportedWithinTheGrace(t *testing.T) {
 		t.Errorf("a spawn not reported within the grace: %v, want busy saying sandboxd is stopping and nothing registered", err)
 	}
 	var ws syscall.WaitStatus
-	testenv.Eventually(t, 15*time.Second, "the process started in the unreported spawn's cgroup to be killed", func() bool {
+	testenv.Eventually(t, time.Minute, "the process started in the unreported spawn's cgroup to be killed", func() bool {
 		got, _ := syscall.Wait4(pid2, &ws, syscall.WNOHANG, nil)
 		return got == pid2
 	})

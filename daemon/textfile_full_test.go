@@ -41,7 +41,7 @@ func nodeExporter(t *testing.T, dir string) func() map[string]*dto.MetricFamily 
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return func() map[string]*dto.MetricFamily {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for {
 			resp, err := http.Get("http://" + addr + "/metrics")
 			if err == nil {
@@ -90,7 +90,7 @@ func TestTextfileCurrentOnAFullDisk(t *testing.T) {
 	var logs testenv.SyncBuffer
 	td := startDaemon(t, textfileConfig(T, site, textfile), func(o *Options) { o.Logger = slogTo(&logs) })
 	scrape := nodeExporter(t, dir)
-	testenv.Eventually(t, 20*time.Second, "both textfiles, the first sample in them", func() bool {
+	testenv.Eventually(t, time.Minute, "both textfiles, the first sample in them", func() bool {
 		_, err := os.Stat(filepath.Join(dir, ".sandboxd.prom.spare"))
 		b, _ := os.ReadFile(textfile)
 		return err == nil && bytes.Contains(b, []byte("sandboxd_filesystem_avail_bytes{"))
@@ -105,7 +105,7 @@ func TestTextfileCurrentOnAFullDisk(t *testing.T) {
 		t.Fatalf("the tmpfs is not full: %d blocks available", st.Bavail)
 	}
 	var mtime float64
-	testenv.Eventually(t, 20*time.Second, "node_exporter to serve sandboxd's avail of the full disk, 0", func() bool {
+	testenv.Eventually(t, time.Minute, "node_exporter to serve sandboxd's avail of the full disk, 0", func() bool {
 		mfs := scrape()
 		avail, ok := scraped(mfs, "sandboxd_filesystem_avail_bytes", "mountpoint", T)
 		mtime, _ = scraped(mfs, "node_textfile_mtime_seconds", "file", textfile)
@@ -113,7 +113,7 @@ func TestTextfileCurrentOnAFullDisk(t *testing.T) {
 	})
 	for i := 0; i < 3; i++ {
 		prev := mtime
-		testenv.Eventually(t, 20*time.Second, "node_exporter to see the textfile rewritten on the full disk", func() bool {
+		testenv.Eventually(t, time.Minute, "node_exporter to see the textfile rewritten on the full disk", func() bool {
 			mfs := scrape()
 			mtime, _ = scraped(mfs, "node_textfile_mtime_seconds", "file", textfile)
 			errv, _ := scraped(mfs, "node_textfile_scrape_error", "", "")
@@ -138,7 +138,7 @@ func TestTextfileCurrentOnAFullDisk(t *testing.T) {
 	if err := td.d.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, "the failure to be logged", func() bool {
+	testenv.Eventually(t, time.Minute, "the failure to be logged", func() bool {
 		return strings.Contains(logs.String(), "metrics textfile not written")
 	})
 	time.Sleep(10 * 100 * time.Millisecond) // ten more rounds of the same failure
@@ -146,7 +146,7 @@ func TestTextfileCurrentOnAFullDisk(t *testing.T) {
 		t.Errorf("%d log lines for one episode of failed writes, want 1:\n%s", n, logs.String())
 	}
 	os.Remove(filler2)
-	testenv.Eventually(t, 20*time.Second, "the textfile written again once there is room", func() bool {
+	testenv.Eventually(t, time.Minute, "the textfile written again once there is room", func() bool {
 		_, err := os.Stat(moved)
 		return err == nil && strings.Count(logs.String(), "metrics textfile written again") == 1
 	})

@@ -118,14 +118,14 @@ name = "gone"
 path = %q
 required = false
 `, site, good, watched, cache, filepath.Join(good, "nomount")), probeSelf)
-	poll(t, 10*time.Second, "the first sample of "+watched, func() bool { return !td.fsStatus(t, watched).SampledAt.IsZero() })
+	poll(t, time.Minute, "the first sample of "+watched, func() bool { return !td.fsStatus(t, watched).SampledAt.IsZero() })
 	lastGood := td.fsStatus(t, watched).SampledAt
 
 	removedAt := time.Now().Add(-time.Second)
 	if err := os.Remove(watched); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "/v1/status to show ENOENT for "+watched, func() bool { return td.fsStatus(t, watched).Errno == "ENOENT" })
+	poll(t, time.Minute, "/v1/status to show ENOENT for "+watched, func() bool { return td.fsStatus(t, watched).Errno == "ENOENT" })
 	// Now below its threshold, unseen: a daemon that reclaimed it would take the cache entry.
 	testenv.Fill(filepath.Join(bad, "userdata"), 13<<20)
 	before := hashFiles(t, bad)
@@ -180,7 +180,7 @@ required = false
 
 	// Back: the condition clears at once and resume measures it again.
 	os.Mkdir(watched, 0o755)
-	poll(t, 10*time.Second, "FilesystemUnavailable to clear", func() bool {
+	poll(t, time.Minute, "FilesystemUnavailable to clear", func() bool {
 		c, _ := td.unavailableCondition(t, watched)
 		return c.Type != "" && !c.Status
 	})
@@ -201,10 +201,10 @@ func TestDeadFUSEWatchedFilesystemIsUnavailable(t *testing.T) {
 	testenv.Fill(keep, 64<<10)
 	before := hashFiles(t, srv.Backing)
 	td := startDaemon(t, fmt.Sprintf("site = []\n[[filesystem]]\npath = %q\nreserve = \"0\"\n", dir))
-	poll(t, 10*time.Second, "the first sample of "+dir, func() bool { return !td.fsStatus(t, dir).SampledAt.IsZero() })
+	poll(t, time.Minute, "the first sample of "+dir, func() bool { return !td.fsStatus(t, dir).SampledAt.IsZero() })
 
 	srv.Kill()
-	poll(t, 10*time.Second, "/v1/status to show the dead server's errno", func() bool {
+	poll(t, time.Minute, "/v1/status to show the dead server's errno", func() bool {
 		e := td.fsStatus(t, dir).Errno
 		return e == "ENOTCONN" || e == "ECONNABORTED"
 	})
