@@ -137,7 +137,7 @@ func TestBootReleasesTheReserveOfAFullDisk(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "work")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "BootedFull to clear and the reserve to re-arm", func() bool {
+	testenv.Eventually(t, time.Minute, "BootedFull to clear and the reserve to re-arm", func() bool {
 		st, err := c.Status(ctx)
 		if err != nil {
 			return false

@@ -160,7 +160,7 @@ func (b *vmBox) fill() {
 		t.Fatalf("first boot: %v", err)
 	}
 	b.serve()
-	testenv.Eventually(t, 10*time.Second, "the reserve to be armed", func() bool { return b.reserveHeld() >= 8<<20 })
+	testenv.Eventually(t, time.Minute, "the reserve to be armed", func() bool { return b.reserveHeld() >= 8<<20 })
 	if r := b.command(fmt.Sprintf(`exec yes AAAA > %s/home/agent/out`, b.root)); r.code != 0 {
 		t.Fatalf("the first launch: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
@@ -196,7 +196,7 @@ func (b *vmBox) readAndDelete(cond string) {
 		t.Fatalf("delete the work: %v", err)
 	}
 	c := &client.Client{SocketPath: b.sock}
-	testenv.Eventually(t, 15*time.Second, cond+" to clear and the reserve to re-arm", func() bool {
+	testenv.Eventually(t, time.Minute, cond+" to clear and the reserve to re-arm", func() bool {
 		st, err := c.Status(context.Background())
 		if err != nil || b.reserveHeld() < 8<<20 {
 			return false
@@ -217,7 +217,7 @@ func (b *vmBox) saysCause(cond, cause string) {
 	c := &client.Client{SocketPath: b.sock}
 	ctx := context.Background()
 	var found api.Condition
-	testenv.Eventually(t, 10*time.Second, cond+" in status", func() bool {
+	testenv.Eventually(t, time.Minute, cond+" in status", func() bool {
 		st, err := c.Status(ctx)
 		if err != nil {
 			return false
@@ -316,7 +316,7 @@ func TestFullVMStopsBootsAndIsRead(t *testing.T) {
 		b.readAndDelete(api.CondBootedFull)
 		// The daemon removes the marker right after the re-armed file is in place, which
 		// status (and so readAndDelete) can see a moment before.
-		testenv.Eventually(t, 10*time.Second, "the marker of the host's release to go once the reserve is re-armed", func() bool {
+		testenv.Eventually(t, time.Minute, "the marker of the host's release to go once the reserve is re-armed", func() bool {
 			_, err := os.Lstat(filepath.Join(b.disk, ".sandboxd-reserve.released"))
 			return os.IsNotExist(err)
 		})

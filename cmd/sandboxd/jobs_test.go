@@ -49,7 +49,7 @@ func alivePid(pid int) bool {
 func readPidFile(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitUntil(t, 10*time.Second, "pid file "+path, func() bool {
+	waitUntil(t, time.Minute, "pid file "+path, func() bool {
 		b, _ := os.ReadFile(path)
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid > 0
@@ -142,7 +142,7 @@ while :; do %s jobs heartbeat crash >/dev/null 2>&1; sleep 0.2; done`, binary, p
 		t.Fatal("a job ended while no daemon ran")
 	}
 	_, sock, logs := serveDaemon(t, dir, cfg)
-	waitUntil(t, 10*time.Second, "short, lapsed while sandboxd was down, to end at start", func() bool { return jobState(t, sock, "short").State == api.JobKilled })
+	waitUntil(t, time.Minute, "short, lapsed while sandboxd was down, to end at start", func() bool { return jobState(t, sock, "short").State == api.JobKilled })
 	if j := jobState(t, sock, "long"); j.State != api.JobRunning {
 		t.Fatalf("after the restart, long = %+v; logs:\n%s", j, logs.String())
 	}
@@ -173,7 +173,7 @@ func TestJobsLeaksExitCodes(t *testing.T) {
 	leaker := startBG(t, "sleep", "600")
 	os.WriteFile(filepath.Join(site, "a1b2.pid"), []byte(strconv.Itoa(leaker.Process.Pid)+"\n"), 0o644)
 	os.WriteFile(filepath.Join(site, "a1b2.out"), []byte("x"), 0o644)
-	waitUntil(t, 20*time.Second, "the leak check to find the unleased process", func() bool {
+	waitUntil(t, time.Minute, "the leak check to find the unleased process", func() bool {
 		return sandboxd(t, env, "jobs", "leaks").code == 1
 	})
 	r := sandboxd(t, env, "jobs", "leaks", "--json")
@@ -185,7 +185,7 @@ func TestJobsLeaksExitCodes(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "ended") {
 		t.Errorf("leaks --clean: exit %d (want 1: it had leaked), %s %s", r.code, r.stdout, r.stderr)
 	}
-	waitUntil(t, 5*time.Second, "the leaked process to be gone", func() bool { return !alivePid(leaker.Process.Pid) })
+	waitUntil(t, time.Minute, "the leaked process to be gone", func() bool { return !alivePid(leaker.Process.Pid) })
 	if r := sandboxd(t, env, "jobs", "leaks"); r.code != 0 {
 		t.Errorf("after --clean: exit %d, %s", r.code, r.stdout)
 	}
@@ -209,7 +209,7 @@ func TestRunExitStatus(t *testing.T) {
 	if r := sandboxd(t, env, "run", "--id", "seven", "--", "sh", "-c", "exit 7"); r.code != 7 || !strings.Contains(r.stderr, "job seven") {
 		t.Errorf("run -- sh -c 'exit 7': exit %d, stderr %q", r.code, r.stderr)
 	}
-	waitUntil(t, 5*time.Second, "the exited job to be seen", func() bool { return jobState(t, sock, "seven").State == api.JobEnded })
+	waitUntil(t, time.Minute, "the exited job to be seen", func() bool { return jobState(t, sock, "seven").State == api.JobEnded })
 	// sandboxd's own refusals exit 125 (CONTRACT §9 v1.2, issue 20 item 5), the code and
 	// detail on stderr and in --problem-file: a command's own 73 is never read as disk_full.
 	if r := sandboxd(t, env, "run", "--site", "nope", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "nope") {
@@ -232,7 +232,7 @@ func TestRunExitStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
-	waitUntil(t, 10*time.Second, "dup to run", func() bool { return jobState(t, sock, "dup").State == api.JobRunning })
+	waitUntil(t, time.Minute, "dup to run", func() bool { return jobState(t, sock, "dup").State == api.JobRunning })
 	if r := sandboxd(t, env, "jobs", "heartbeat", "dup"); r.code != 0 || !strings.Contains(r.stdout, "job dup: running, lease until") || strings.Contains(r.stdout, "processes") {
 		t.Errorf("jobs heartbeat of a running job: exit %d, %q (no process count: the answer does not count them)", r.code, r.stdout)
 	}

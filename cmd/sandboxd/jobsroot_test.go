@@ -100,7 +100,7 @@ cgroup_root = %q
 		t.Errorf("the job's process is in the pod's cgroup")
 	}
 
-	testenv.Eventually(t, 15*time.Second, "the job's process to exec its command", func() bool {
+	testenv.Eventually(t, time.Minute, "the job's process to exec its command", func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", j.PID))
 		return strings.TrimSpace(string(b)) == "sh"
 	})

@@ -61,7 +61,7 @@ reserve = "0"
 			next.Process.Kill()
 		}
 	})
-	testenv.Eventually(t, 15*time.Second, "the new pod's daemon to wait for the socket", func() bool {
+	testenv.Eventually(t, time.Minute, "the new pod's daemon to wait for the socket", func() bool {
 		return strings.Contains(newLog.String(), "waiting for it to stop")
 	})
 
@@ -101,15 +101,15 @@ reserve = "0"
 		return n
 	}
 	// The observe daemon's answers say "would prune"; the enforce daemon's "pruned".
-	testenv.Eventually(t, 15*time.Second, "launches answered by the old pod", func() bool { return answered("would prune") >= 3 })
+	testenv.Eventually(t, time.Minute, "launches answered by the old pod", func() bool { return answered("would prune") >= 3 })
 	old.Process.Signal(syscall.SIGTERM)
 	if err := old.Wait(); err != nil {
 		t.Errorf("the old pod's daemon exited with %v after SIGTERM, want 0", err)
 	}
-	testenv.Eventually(t, 15*time.Second, "the new pod's daemon to take the socket", func() bool {
+	testenv.Eventually(t, time.Minute, "the new pod's daemon to take the socket", func() bool {
 		return strings.Contains(newLog.String(), "socket taken")
 	})
-	testenv.Eventually(t, 15*time.Second, "launches answered by the new pod", func() bool { return answered("; pruned") >= 3 })
+	testenv.Eventually(t, time.Minute, "launches answered by the new pod", func() bool { return answered("; pruned") >= 3 })
 	close(stop)
 	wg.Wait()
 

@@ -99,7 +99,7 @@ func TestRunFromAnotherPidNamespace(t *testing.T) {
 			t.Skipf("%s: the pid collision could not be forced (the runner got %d, the host process is %d): another process took the number", mode.id, runnerNS, vpid)
 		}
 		var j api.Job
-		waitUntil(t, 10*time.Second, "the job registered", func() bool { j = jobState(t, sock, mode.id); return j.PID > 0 })
+		waitUntil(t, time.Minute, "the job registered", func() bool { j = jobState(t, sock, mode.id); return j.PID > 0 })
 		if j.PID == vpid {
 			t.Fatalf("%s: the job names the host process %d, the runner's number in its own namespace", mode.id, vpid)
 		}
@@ -124,7 +124,7 @@ func TestRunFromAnotherPidNamespace(t *testing.T) {
 	reply := filepath.Join(out, "reply")
 	inPidNS(t, vpid, env, fmt.Sprintf(`sleep 600 & curl -s --unix-socket %s -o %s -w '%%{http_code}' -d "{\"id\":\"nsbody\",\"pid\":$!}" http://sandboxd/v1/jobs > %s.code`, sock, reply, reply))
 	var body string
-	waitUntil(t, 20*time.Second, "the answer to a pid from another namespace", func() bool {
+	waitUntil(t, time.Minute, "the answer to a pid from another namespace", func() bool {
 		b, _ := os.ReadFile(reply + ".code")
 		body = string(b)
 		return len(body) == 3

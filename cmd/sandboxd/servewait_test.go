@@ -44,7 +44,7 @@ func TestServeWaitsForTheSocket(t *testing.T) {
 		ln, _, err := waitForSocket(context.Background(), cfg, slog.New(slog.NewTextHandler(&log, nil)))
 		got <- result{ln, err}
 	}()
-	testenv.Eventually(t, 10*time.Second, "the wait to be logged", func() bool {
+	testenv.Eventually(t, time.Minute, "the wait to be logged", func() bool {
 		return strings.Contains(log.String(), "waiting for it to stop")
 	})
 	select {

@@ -196,7 +196,7 @@ func TestRunSharedLease(t *testing.T) {
 	for _, id := range []string{"cmd-1", "cmd-2"} {
 		startBGEnv(t, env, binary, "run", "--id", id, "--lease", "sess-7", "--ttl", "1h", "--", "sleep", "600")
 	}
-	waitUntil(t, 20*time.Second, "both commands registered", func() bool {
+	waitUntil(t, time.Minute, "both commands registered", func() bool {
 		return jobState(t, sock, "cmd-1").State == api.JobRunning && jobState(t, sock, "cmd-2").State == api.JobRunning
 	})
 	if r := sandboxd(t, env, "jobs", "list"); r.code != 0 || !strings.Contains(r.stdout, "lease sess-7 (2 jobs, 2 running)") {
@@ -248,7 +248,7 @@ func TestRunDetach(t *testing.T) {
 	if j.State != api.JobRunning {
 		t.Fatalf("the detached job: %+v", j)
 	}
-	waitUntil(t, 10*time.Second, "the detached command's output", func() bool {
+	waitUntil(t, time.Minute, "the detached command's output", func() bool {
 		o, _ := os.ReadFile(dir + "/out")
 		e, _ := os.ReadFile(dir + "/err")
 		return strings.Contains(string(o), "hello bg1") && strings.Contains(string(e), "oops")

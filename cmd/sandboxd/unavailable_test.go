@@ -43,7 +43,7 @@ replace_below = "0"
 	}
 	os.Remove(watched)
 	var r result
-	testenv.Eventually(t, 10*time.Second, "launch to exit 75", func() bool {
+	testenv.Eventually(t, time.Minute, "launch to exit 75", func() bool {
 		r = sandboxd(t, env, "launch", "--site", "s")
 		return r.code == 75
 	})

@@ -69,7 +69,7 @@ warn_time_to_full = "0s"
 	for _, st := range states {
 		st.set()
 		var status api.Status
-		testenv.Eventually(t, 10*time.Second, st.name+": status to show verdict "+st.verdict, func() bool {
+		testenv.Eventually(t, time.Minute, st.name+": status to show verdict "+st.verdict, func() bool {
 			status = api.Status{}
 			r := sandboxd(t, nil, "status", s, "--json")
 			return json.Unmarshal([]byte(r.stdout), &status) == nil && len(status.Filesystems) == 1 && status.Filesystems[0].Verdict == st.verdict

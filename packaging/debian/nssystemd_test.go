@@ -99,7 +99,7 @@ func startNsSystemd(t *testing.T, keep []string) *nsSystemd {
 			t.Logf("unshare:\n%s", u)
 		}
 	})
-	testenv.Eventually(t, 20*time.Second, "the namespace's PID 1", func() bool {
+	testenv.Eventually(t, time.Minute, "the namespace's PID 1", func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
 		if f := strings.Fields(string(b)); err == nil && len(f) == 1 {
 			p.pid, _ = strconv.Atoi(f[0])

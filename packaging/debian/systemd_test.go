@@ -194,7 +194,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	// The remount succeeds at the first healthy probe (issue 23), which can come before the
 	// command, still running, has written its server's pid file: wait for the file.
 	pidfile := filepath.Join(sd.run, "ns-pidfile")
-	testenv.Eventually(t, 15*time.Second, "the remount command's server to write its pid file", func() bool {
+	testenv.Eventually(t, time.Minute, "the remount command's server to write its pid file", func() bool {
 		b, err := os.ReadFile(pidfile)
 		return err == nil && len(b) > 0
 	})
