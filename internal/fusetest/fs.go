@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -16,10 +17,13 @@ import (
 
 // gate decides, per request, whether to answer, deny or hang.
 type gate struct {
-	hang    atomic.Bool
-	cred    string // credential file; "" means never expires
-	reload  bool   // re-read the file on every request (refreshable credentials)
-	expires atomic.Int64
+	hang     atomic.Bool
+	heldMu   sync.Mutex
+	held     int64  // requests held by wait
+	heldFile string // where held is written; "" for none
+	cred     string // credential file; "" means never expires
+	reload   bool   // re-read the file on every request (refreshable credentials)
+	expires  atomic.Int64
 }
 
 func (g *gate) expired() bool {
@@ -34,10 +38,30 @@ func (g *gate) expired() bool {
 	return time.Now().UnixNano() >= g.expires.Load()
 }
 
-// wait blocks while the server is hung (until SIGUSR2 or an abort).
+// wait blocks while the server is hung (until SIGUSR2 or an abort). While it holds a
+// request, the count of held requests is in heldFile: the request was read from the
+// kernel, so its caller now waits where even SIGKILL does not free it.
 func (g *gate) wait() {
+	if !g.hang.Load() {
+		return
+	}
+	g.noteHeld(1)
+	defer g.noteHeld(-1)
 	for g.hang.Load() {
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (g *gate) noteHeld(delta int64) {
+	g.heldMu.Lock()
+	defer g.heldMu.Unlock()
+	g.held += delta
+	if g.heldFile == "" {
+		return
+	}
+	tmp := fmt.Sprintf("%s.%d", g.heldFile, os.Getpid())
+	if os.WriteFile(tmp, []byte(fmt.Sprint(g.held)), 0o644) == nil {
+		os.Rename(tmp, g.heldFile) // by path: the test server's own file in its private state dir
 	}
 }
 
@@ -118,6 +142,9 @@ func serve(args []string) int {
 		return 2
 	}
 	g := &gate{cred: *cred, reload: *reload}
+	if *ack != "" {
+		g.heldFile = *ack + ".held"
+	}
 	if *cred != "" {
 		e, err := CredExpiration(*cred)
 		if err != nil {

@@ -161,6 +161,18 @@ func (s *Server) Hang() { s.signal(syscall.SIGUSR1, true) }
 // go on, and new ones are answered. It returns once the server has taken the signal.
 func (s *Server) Unhang() { s.signal(syscall.SIGUSR2, false) }
 
+// Held is how many requests the current server holds while hung: requests it has read
+// from the kernel, whose callers wait where even SIGKILL does not free them (until the
+// connection is aborted or the server answers).
+func (s *Server) Held() int {
+	b, err := os.ReadFile(s.ack + ".held")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
 // signal sends sig to the current server and waits, with a loaded machine's patience,
 // until the server acknowledges that it is hung (or answering); a server that died
 // meanwhile acknowledges nothing, and the wait ends with it.
