@@ -165,8 +165,9 @@ func waitRemountEventFor(t *testing.T, td *testDaemon, name string, m api.Mount)
 	})
 }
 
-// TestRegisteredMountPushMovesRefresh: with refresh_at 0.5 the refresh of a 4 s credential
-// is due 2 s in; a PUT of a 20 s expiry before that moves it to about 10 s after the push.
+// TestRegisteredMountPushMovesRefresh: with refresh_at 0.5 the refresh of a 10 s credential
+// is due 5 s in; a PUT of a 40 s expiry before that moves it to about 20 s after the push.
+// (Seconds, not less: the push must come before the old refresh point on a loaded machine.)
 // The refresh command prints the renewed expiry (credential_process JSON), as a runner's
 // sign endpoint client would.
 func TestRegisteredMountPushMovesRefresh(t *testing.T) {
@@ -176,11 +177,11 @@ func TestRegisteredMountPushMovesRefresh(t *testing.T) {
 	td := startMountDaemon(t)
 	runs := filepath.Join(t.TempDir(), "runs")
 	req := fastReg("agent-s19", mnt)
-	req.CredentialExpiresAt = ptr(time.Now().Add(4 * time.Second))
+	req.CredentialExpiresAt = ptr(time.Now().Add(10 * time.Second))
 	req.RefreshAt = ptr(0.5)
 	req.RefreshCommand = []string{"/bin/sh", "-c", fmt.Sprintf(`date +%%s >> %s; printf '{"Version":1,"Expiration":"%%s"}\n' "$(date -u -d '+60 seconds' +%%Y-%%m-%%dT%%H:%%M:%%SZ)"`, runs)}
 	mustRegister(t, td, req)
-	pushed := time.Now().Add(20 * time.Second).Truncate(time.Second)
+	pushed := time.Now().Add(40 * time.Second).Truncate(time.Second)
 	b, _ := json.Marshal(api.CredentialPush{ExpiresAt: &pushed})
 	pushAt := time.Now()
 	code, _, body := td.do(t, "PUT", "/v1/mounts/agent-s19/credentials", string(b))
@@ -191,7 +192,7 @@ func TestRegisteredMountPushMovesRefresh(t *testing.T) {
 	if len(td.eventsWith(t, api.EventCredential, "credentials pushed for mount agent-s19")) != 1 {
 		t.Fatal("no event for the push")
 	}
-	time.Sleep(4 * time.Second) // past the old refresh point (2 s) and the old expiry (4 s)
+	time.Sleep(10 * time.Second) // past the old refresh point (5 s) and the old expiry (10 s)
 	if _, err := os.Stat(runs); err == nil {
 		t.Fatal("refresh_command ran at the old schedule after the push")
 	}
@@ -201,11 +202,11 @@ func TestRegisteredMountPushMovesRefresh(t *testing.T) {
 		return len(refreshed) > 0
 	})
 	after := refreshed[0].Time.Sub(pushAt)
-	// refresh_at 0.5 of ~20 s, minus up to 5% of jitter: due 9 s to 10 s after the push.
+	// refresh_at 0.5 of ~40 s, minus up to 5% of jitter: due 19 s to 20 s after the push.
 	// Never earlier (that would be the old schedule, or a lost push); a loaded machine may
-	// run it late, so the upper bound only tells it from the pushed expiry (~20 s).
-	if after < 8500*time.Millisecond || after > 16*time.Second {
-		t.Fatalf("refresh %v after the push, want about 10 s (0.5 of the pushed lifetime)", after)
+	// run it late, so the upper bound only tells it from the pushed expiry (~40 s).
+	if after < 18*time.Second || after > 32*time.Second {
+		t.Fatalf("refresh %v after the push, want about 20 s (0.5 of the pushed lifetime)", after)
 	}
 	m = td.mount(t, "agent-s19")
 	if m.CredentialExpiresAt == nil || time.Until(*m.CredentialExpiresAt) < 40*time.Second {
