@@ -139,7 +139,7 @@ func (f *fixture) cleanup() {
 	// in a hung mount were freed by the aborts above. (A server started after Run
 	// returned, by a remediation still running, once stayed for the life of the process,
 	// and TestProbeServerLivesAndIsReplaced counted it.)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for len(probeServerPids()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

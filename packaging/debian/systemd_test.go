@@ -173,7 +173,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	}
 	// The textfile, written by the service under UMask=0077, is readable by node_exporter.
 	var mode string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		out, err := sd.sh("stat -c %a /var/lib/prometheus/node-exporter/sandboxd.prom")
 		if mode = strings.TrimSpace(out); err == nil {
 			break
