@@ -23,7 +23,11 @@
 # Needs root (a private tmpfs) and bin/sandboxd. Nothing on this machine can be
 # reclaimed: the daemons watch only their tmpfs, with no caches.
 # Knobs: BENCH_ROUNDS (7), BENCH_SECONDS (1.5s per run), BENCH_OUT (result dir),
-# BENCH_SANDBOXD (the binary; default bin/sandboxd, e.g. an older build to compare).
+# BENCH_SANDBOXD (the binary; default bin/sandboxd, e.g. an older build to compare),
+# BENCH_PARTS ("status launch", the default; "launch" runs only the launch part),
+# BENCH_SANDBOXD_OLD (a second binary, e.g. the build before a change: its own daemon and
+# site run launch and /livez in the same rounds, interleaved, as targets launch-old and
+# livez-old, and the summary gives new/old within each round).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -71,10 +75,13 @@ log() { printf '\n== %s  (%s, load %s)\n' "$*" "$(date -u +%H:%M:%S)" "$(cut -d'
 "$GO" build -o "$WORK/sandboxd-bench" ./cmd/sandboxd-bench
 SB=$WORK/sandboxd-bench
 SANDBOXD=${BENCH_SANDBOXD:-$ROOT/bin/sandboxd}
+OLD=${BENCH_SANDBOXD_OLD:-}
+PARTS=" ${BENCH_PARTS:-status launch} "
 {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git diff --quiet 2>/dev/null || echo '(dirty tree)')"
 	echo "sandboxd: $($SANDBOXD version 2>&1 | head -1)"
+	[ -z "$OLD" ] || echo "old sandboxd: $OLD: $($OLD version 2>&1 | head -1)"
 	echo "nproc: $(nproc)"
 	echo "uptime at start: $(uptime)"
 	echo "rounds: $ROUNDS x $SECS per run"
@@ -106,7 +113,7 @@ auto_caches = []
 [jobs]
 registry_dir = "$WORK/$name/registry"
 EOF
-	"$SANDBOXD" config check "$WORK/$name.toml" >/dev/null
+	"${BIN:-$SANDBOXD}" config check "$WORK/$name.toml" >/dev/null
 }
 
 start() { # NAME ARGS... -> background process, waits for its socket to answer /livez
@@ -136,6 +143,7 @@ load() { # TEST TARGET ROUND SOCKET [FLAGS...]
 			printf "  %-15s %-19s round %d  p50 %7.1f us  %7.0f req/s  cpu/answer server %5.1f client %5.1f us  errors %s%s\n", t, g, r, p50, rps, sc, cc, e, gz }'
 }
 
+if [[ $PARTS == *" status "* ]]; then
 log "GET /v1/status at 32 clients: sandboxd vs bare handlers (constant, same bytes, same bytes with Content-Length)"
 daemon_config status
 # In a mount namespace of its own (private propagation): the document lists the
@@ -172,25 +180,38 @@ done
 echo "  status document after the runs: $(wc -c <"$OUT/status-after.json") bytes (the bare servers sent $(wc -c <"$OUT/status.json"))"
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 PIDS=()
+fi
 
+if [[ $PARTS == *" launch "* ]]; then
 log "launch on a site of 16,381 unexpired entries vs /livez of the same daemon (1 client)"
-daemon_config launch
-"$SB" fill -dir "$FS/launch/site" -n 16381
-start launch "$SANDBOXD" serve --config "$WORK/launch.toml"
-# ready means sampled, not indexed: wait until the site's first scan counts every entry
-for _ in $(seq 300); do
-	"$SB" get -socket "$WORK/launch.sock" -path /v1/status >"$OUT/launch-status.json"
-	grep -q '"files":16381,' "$OUT/launch-status.json" && break
-	sleep 0.1
-done
+launch_daemon() { # NAME BINARY
+	local name=$1
+	BIN=$2 daemon_config "$name"
+	"$SB" fill -dir "$FS/$name/site" -n 16381
+	start "$name" "$2" serve --config "$WORK/$name.toml"
+	# ready means sampled, not indexed: wait until the site's first scan counts every entry
+	for _ in $(seq 300); do
+		"$SB" get -socket "$WORK/$name.sock" -path /v1/status >"$OUT/$name-status.json"
+		grep -q '"files":16381,' "$OUT/$name-status.json" && break
+		sleep 0.1
+	done
+}
+launch_daemon launch "$SANDBOXD"
+[ -z "$OLD" ] || launch_daemon launchold "$OLD"
 for r in $(seq "$ROUNDS"); do
 	load launch16k launch "$r" "$WORK/launch.sock" -method POST -path /v1/launch -body '{"site":"bench"}' -duration "$SECS"
 	load launch16k livez "$r" "$WORK/launch.sock" -path /livez -duration "$SECS"
+	if [ -n "$OLD" ]; then
+		load launch16k launch-old "$r" "$WORK/launchold.sock" -method POST -path /v1/launch -body '{"site":"bench"}' -duration "$SECS"
+		load launch16k livez-old "$r" "$WORK/launchold.sock" -path /livez -duration "$SECS"
+	fi
 done
+fi
 
 log "summary (medians over rounds; ratios within each round; raw results in $OUT)"
 {
 	"$SB" report -in "$RESULTS" | sed -n '1,/^$/p'
+	if [[ $PARTS == *" status "* ]]; then
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare-samebody
 	"$SB" ratio -in "$RESULTS" -test status-c32 -field rps -a sandboxd -b bare-samebody-cl
@@ -208,7 +229,15 @@ log "summary (medians over rounds; ratios within each round; raw results in $OUT
 	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field rps -a bare-samebody-gzip9 -b bare-samebody-cl
 	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field cpu -a bare-samebody-gzip1 -b bare-samebody-cl
 	"$SB" ratio -in "$RESULTS" -test status-gzip-c32 -field cpu -a bare-samebody-gzip9 -b bare-samebody-cl
-	"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch -b livez
 	echo "status document: $(wc -c <"$OUT/status.json") bytes before the runs, $(wc -c <"$OUT/status-after.json") after"
+	fi
+	if [[ $PARTS == *" launch "* ]]; then
+	"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch -b livez
+	if [ -n "$OLD" ]; then
+		"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch-old -b livez-old
+		"$SB" ratio -in "$RESULTS" -test launch16k -field p50 -a launch -b launch-old
+		"$SB" ratio -in "$RESULTS" -test launch16k -field cpu -a launch -b launch-old
+	fi
+	fi
 	echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/summary.txt"
