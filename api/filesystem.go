@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // The judgements every part of sandboxd makes of a measured filesystem, in one place: the
@@ -13,21 +14,31 @@ import (
 // (CONTRACT §3): "/ has 0 B free of 11.0 GiB (100% used) and 12 of 720,896 inodes free".
 // A path that is not its mount point also names the mount point and filesystem type.
 func (fs Filesystem) Fingerprint() string {
-	name := fs.Path
+	return string(fs.AppendFingerprint(make([]byte, 0, 192)))
+}
+
+// AppendFingerprint appends Fingerprint() to dst (strconv, not fmt: every launch answer
+// says it, issue 27).
+func (fs Filesystem) AppendFingerprint(dst []byte) []byte {
+	dst = append(dst, fs.Path...)
 	if fs.Mountpoint != "" && fs.Mountpoint != fs.Path {
-		name = fmt.Sprintf("%s (on %s, %s)", fs.Path, fs.Mountpoint, fs.FSType)
+		dst = append(append(append(append(append(dst, " (on "...), fs.Mountpoint...), ", "...), fs.FSType...), ')')
 	}
-	s := fmt.Sprintf("%s has %s free of %s (%.0f%% used)", name, FormatSize(fs.AvailBytes),
-		FormatSize(fs.SizeBytes), fs.Used()*100)
+	dst = AppendSize(append(dst, " has "...), fs.AvailBytes)
+	dst = AppendSize(append(dst, " free of "...), fs.SizeBytes)
+	dst = strconv.AppendFloat(append(dst, " ("...), fs.Used()*100, 'f', 0, 64) // as fmt's %.0f
+	dst = append(dst, "% used)"...)
 	if fs.Files > 0 {
-		s += fmt.Sprintf(" and %s of %s inodes free", FormatCount(fs.FilesFree), FormatCount(fs.Files))
+		dst = AppendCount(append(dst, " and "...), fs.FilesFree)
+		dst = AppendCount(append(dst, " of "...), fs.Files)
+		dst = append(dst, " inodes free"...)
 	} else {
-		s += " and no inode limit"
+		dst = append(dst, " and no inode limit"...)
 	}
 	if fs.Stale {
-		s += " (figures are stale: statfs is not answering)"
+		dst = append(dst, " (figures are stale: statfs is not answering)"...)
 	}
-	return s + fs.ReleasedClause() + SizedBy(fs.SizeSetting)
+	return append(append(dst, fs.ReleasedClause()...), SizedBy(fs.SizeSetting)...)
 }
 
 // SizedBy is the clause that ends every message about a filesystem whose size_setting is

@@ -61,25 +61,43 @@ func ParseSize(s string) (Size, error) {
 
 // FormatSize renders bytes for a person: "0 B", "812 B", "11.0 GiB".
 func FormatSize(b uint64) string {
+	var buf [24]byte
+	return string(AppendSize(buf[:0], b))
+}
+
+// AppendSize appends FormatSize(b) to dst. FormatSize and FormatCount are on every
+// launch answer's path (its detail line): strconv, not fmt, writes them (issue 27).
+func AppendSize(dst []byte, b uint64) []byte {
 	const unit = 1024
 	if b < unit {
-		return fmt.Sprintf("%d B", b)
+		return append(strconv.AppendUint(dst, b, 10), " B"...)
 	}
 	div, exp := uint64(unit), 0
 	for n := b / unit; n >= unit && exp < 5; n /= unit {
 		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+	dst = strconv.AppendFloat(dst, float64(b)/float64(div), 'f', 1, 64) // as fmt's %.1f
+	return append(dst, ' ', "KMGTPE"[exp], 'i', 'B')
 }
 
 // FormatCount renders a count for a person with thousands separators: "720,896".
 func FormatCount(n uint64) string {
-	s := strconv.FormatUint(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
+	var buf [32]byte
+	return string(AppendCount(buf[:0], n))
+}
+
+// AppendCount appends FormatCount(n) to dst.
+func AppendCount(dst []byte, n uint64) []byte {
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], n, 10)
+	for i, c := range d {
+		if i > 0 && (len(d)-i)%3 == 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, c)
 	}
-	return s
+	return dst
 }
 
 // String renders the size for a person.
