@@ -185,8 +185,13 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	if pr.Observed {
 		verb = "would prune (observe mode)"
 	}
-	notes = append(notes, fmt.Sprintf("site %s holds %s files; %s %s files (%s) in this call",
-		name, api.FormatCount(uint64(max(site.Files, 0))), verb, api.FormatCount(uint64(max(pr.Files, 0))), api.FormatSize(uint64(max(pr.Bytes, 0)))))
+	// Every launch says it: appended with strconv, not fmt (issue 27).
+	note := make([]byte, 0, 96+len(name))
+	note = append(append(append(note, "site "...), name...), " holds "...)
+	note = append(api.AppendCount(note, uint64(max(site.Files, 0))), " files; "...)
+	note = api.AppendCount(append(append(note, verb...), ' '), uint64(max(pr.Files, 0)))
+	note = append(api.AppendSize(append(note, " files ("...), uint64(max(pr.Bytes, 0))), ") in this call"...)
+	notes = append(notes, string(note))
 	switch {
 	case left && pr.Pending > 0:
 		notes = append(notes, fmt.Sprintf("%s expired files left to the background drain at work on the site (the filesystem has room for this call)",
@@ -294,7 +299,19 @@ func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mo
 		resp.Advice = &a
 		notes = append(notes, replaceNote(fs))
 	}
-	resp.Detail = fs.Fingerprint() + "; verdict " + resp.Verdict + "; " + strings.Join(notes, "; ")
+	n := 224
+	for _, s := range notes {
+		n += len(s) + 2
+	}
+	d := append(append(fs.AppendFingerprint(make([]byte, 0, n)), "; verdict "...), resp.Verdict...)
+	d = append(d, "; "...)
+	for i, s := range notes {
+		if i > 0 {
+			d = append(d, "; "...)
+		}
+		d = append(d, s...)
+	}
+	resp.Detail = string(d)
 	return resp, nil
 }
 
