@@ -29,9 +29,31 @@ func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeLaunchAnswer(w, resp)
 	return nil
 }
+
+// writeLaunchAnswer writes a launch answer as writeJSON would, in the bytes api's hand
+// encoding makes (json.Marshal's, without its reflection: issue 27), or through
+// writeJSON where that cannot encode it (a NaN: writeJSON then says why).
+func writeLaunchAnswer(w http.ResponseWriter, resp *api.LaunchResponse) {
+	bp := launchBufs.Get().(*[]byte)
+	defer launchBufs.Put(bp)
+	b, ok := resp.AppendJSON((*bp)[:0])
+	if !ok {
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	b = append(b, '\n')
+	if cap(b) <= maxPooledAnswer {
+		*bp = b
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+var launchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 // launchCall is one launch check as a call answers it (POST /v1/launch, or the "launch"
 // of a job registration): counted in the metrics, a refusal recorded as an event.
