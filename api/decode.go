@@ -36,6 +36,15 @@ func DecodeBody(body []byte, v any) (warnings []string, err error) {
 	if trimmed[0] != '{' {
 		return nil, NewProblem(CodeBadRequest, "request body must be a JSON object")
 	}
+	if decodeFast(trimmed, v) {
+		return nil, nil
+	}
+	return decodeFields(trimmed, v)
+}
+
+// decodeFields is DecodeBody's general way, one field at a time from the object's map;
+// trimmed is a body that starts with '{'.
+func decodeFields(trimmed []byte, v any) (warnings []string, err error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&raw); err != nil {
@@ -65,6 +74,149 @@ func DecodeBody(body []byte, v any) (warnings []string, err error) {
 		}
 	}
 	return warnings, nil
+}
+
+// decodeFast decodes trimmed into v in one json.Unmarshal when that is sure to give what
+// decodeFields gives (issue 27: the map, its copies and a decode per field were most of a
+// launch's decoding): v points to a zero struct whose fields json names as jsonFields does,
+// and the object's keys are all known, each once, unescaped (json would match a key
+// such as "Site" or "SITE" to a field, where decodeFields warns that it is unknown and
+// ignores it; of a repeated key, decodeFields takes the last value alone, json each in
+// turn). Anything else, or any error, leaves v zero and reports false: decodeFields
+// then decodes it and words what is wrong as it always did.
+func decodeFast(trimmed []byte, v any) bool {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct || !rv.Elem().IsZero() {
+		return false
+	}
+	t := rv.Elem().Type()
+	if !fastDecodable(t) {
+		return false
+	}
+	known := knownFields(t)
+	var seen uint64
+	ok := topLevelKeys(trimmed, func(key []byte) bool {
+		f, ok := known[string(key)]
+		if !ok || seen&(1<<f[0]) != 0 {
+			return false
+		}
+		seen |= 1 << f[0]
+		return true
+	})
+	if !ok {
+		return false
+	}
+	if err := json.Unmarshal(trimmed, v); err != nil {
+		rv.Elem().SetZero()
+		return false
+	}
+	return true
+}
+
+// fastByType keeps fastDecodable's verdict per type.
+var fastByType sync.Map // reflect.Type -> bool
+
+// fastDecodable says json.Unmarshal names t's fields as jsonFields does: at most 64
+// fields (decodeFast's key set), none embedded (json promotes an embedded struct's
+// fields), and every tag a plain name of lower-case letters, digits and '_' with no
+// option but omitempty (json ignores a tag name it finds invalid; ",string" changes
+// what a field decodes from).
+func fastDecodable(t reflect.Type) bool {
+	if v, ok := fastByType.Load(t); ok {
+		return v.(bool)
+	}
+	ok := t.NumField() <= 64
+	for i := 0; ok && i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			ok = false
+			break
+		}
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || (opts != "" && opts != "omitempty") {
+			ok = false
+			break
+		}
+		for _, c := range name {
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+				ok = false
+				break
+			}
+		}
+	}
+	fastByType.Store(t, ok)
+	return ok
+}
+
+// topLevelKeys calls key for every key of the JSON object b (b[0] is '{') in order, and
+// reports false as soon as key does, or when a key holds an escape or a control
+// character, or b does not look like an object. It checks only the structure it walks
+// (strings, nesting, ':' and ','): json.Unmarshal checks the rest.
+func topLevelKeys(b []byte, key func([]byte) bool) bool {
+	i, n := 1, len(b)
+	space := func() {
+		for i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	space()
+	if i < n && b[i] == '}' {
+		return true
+	}
+	for {
+		space()
+		if i >= n || b[i] != '"' {
+			return false
+		}
+		j := i + 1
+		for ; j < n && b[j] != '"'; j++ {
+			if b[j] == '\\' || b[j] < 0x20 {
+				return false
+			}
+		}
+		if j >= n || !key(b[i+1:j]) {
+			return false
+		}
+		i = j + 1
+		space()
+		if i >= n || b[i] != ':' {
+			return false
+		}
+		i++
+		depth := 0
+	value:
+		for ; i < n; i++ {
+			switch b[i] {
+			case '"':
+				for i++; i < n && b[i] != '"'; i++ {
+					if b[i] == '\\' {
+						i++
+					}
+				}
+				if i >= n {
+					return false
+				}
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth == 0 {
+					return b[i] == '}'
+				}
+				depth--
+			case ',':
+				if depth == 0 {
+					break value
+				}
+			}
+		}
+		if i >= n {
+			return false
+		}
+		i++ // the ','
+	}
 }
 
 // fieldsByType keeps jsonFields per request type: every launch and resume call decoded
