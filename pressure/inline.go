@@ -2,8 +2,8 @@ package pressure
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -213,7 +213,7 @@ func (w *Watcher) measureInline(path string, existing bool, now time.Time) (fig 
 	}
 	fig = figures(&sf)
 	fig.Path = at
-	fig.Devno = fmt.Sprintf("%d:%d", stx.Dev_major, stx.Dev_minor)
+	fig.Devno = strconv.FormatUint(uint64(stx.Dev_major), 10) + ":" + strconv.FormatUint(uint64(stx.Dev_minor), 10)
 	fig.Mountpoint, fig.FSType, fig.Device = mnt.MountPoint, mnt.FSType, mnt.Source
 	fig.SampledAt = now
 	return fig, unix.Mkdev(stx.Dev_major, stx.Dev_minor), at, true

@@ -28,6 +28,9 @@ type mountTable struct {
 	pollFD     int
 	chains     map[string]chainVerdict
 	chainsOf   time.Time
+	// lexicalMount's answers for the table loaded at lexicalOf.
+	lexical   map[string]string
+	lexicalOf time.Time
 }
 
 func newMountTable(procRoot string) *mountTable {
@@ -57,7 +60,21 @@ func (t *mountTable) snapshot(force bool) ([]mountinfo.Entry, error) {
 // path, so it cannot hang). It keys the one-call-per-filesystem rule; "" when unknown.
 func (t *mountTable) lexicalMount(path string) string {
 	entries, _ := t.snapshot(false)
+	t.mu.Lock()
+	if mp, ok := t.lexical[path]; ok && t.lexicalOf == t.loadedAt {
+		t.mu.Unlock()
+		return mp
+	}
+	t.mu.Unlock()
 	e, _ := mountinfo.Deepest(entries, path, nil)
+	// Kept per table, as the chain verdicts (the paths asked about are the configured
+	// ones and the sites': a few): every measurement asks it (issue 27).
+	t.mu.Lock()
+	if t.lexicalOf != t.loadedAt || t.lexical == nil || len(t.lexical) >= localChainCap {
+		t.lexical, t.lexicalOf = map[string]string{}, t.loadedAt
+	}
+	t.lexical[path] = e.MountPoint
+	t.mu.Unlock()
 	return e.MountPoint
 }
 

@@ -134,7 +134,9 @@ func Under(path, mountpoint string) bool {
 	if mountpoint == "/" {
 		return strings.HasPrefix(path, "/")
 	}
-	return path == mountpoint || strings.HasPrefix(path, mountpoint+"/")
+	// path == mountpoint or path starts with mountpoint+"/", without building that string
+	// (Deepest asks it of every mount, on every launch's measurement: issue 27).
+	return strings.HasPrefix(path, mountpoint) && (len(path) == len(mountpoint) || path[len(mountpoint)] == '/')
 }
 
 // Deepest returns the entry with the longest mount point that contains path by name and
