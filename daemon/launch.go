@@ -90,7 +90,7 @@ func (d *Daemon) launchAs(ctx context.Context, req api.LaunchRequest, uid uint32
 	cfg := d.config()
 	c := d.current()
 	need := launchNeedsOf(cfg.Launch, req)
-	ctx, cancel := context.WithTimeout(ctx, need.deadline)
+	ctx, cancel := withCallDeadline(ctx, need.deadline)
 	defer cancel()
 
 	// One mount check serves the whole call (it reads the watcher's last verdicts, never

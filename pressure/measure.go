@@ -47,15 +47,19 @@ func (w *Watcher) measure(ctx context.Context, path string, existing bool) (api.
 			go w.run(p, c)
 		}
 		select {
-		case <-c.done:
-		case <-ctx.Done():
-			// Stale says what the watcher knows (statfs unanswered for StatfsTimeout), not
-			// that this call's own deadline passed: a 1 ns deadline is no hung filesystem.
-			last, _ := w.lastFor(path)
-			if o, _ := p.outstanding(); o != nil && w.opts.Now().Sub(o.started) >= time.Duration(w.statfsTimeout.Load()) {
-				last.Stale = true
+		case <-c.done: // measured inline: ctx's Done is not asked for (issue 27)
+		default:
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				// Stale says what the watcher knows (statfs unanswered for StatfsTimeout), not
+				// that this call's own deadline passed: a 1 ns deadline is no hung filesystem.
+				last, _ := w.lastFor(path)
+				if o, _ := p.outstanding(); o != nil && w.opts.Now().Sub(o.started) >= time.Duration(w.statfsTimeout.Load()) {
+					last.Stale = true
+				}
+				return last, fmt.Errorf("measure %s: statfs did not answer: %w", path, ctx.Err())
 			}
-			return last, fmt.Errorf("measure %s: statfs did not answer: %w", path, ctx.Err())
 		}
 		if !started && (c.path != path || c.existing != existing || c.seq <= entered) {
 			continue // an older or another path's call: now start our own

@@ -86,6 +86,11 @@ func (m *Manager) PruneAll(ctx context.Context) []PruneResult {
 func (m *Manager) waitStarted(ctx context.Context, s *site) {
 	select {
 	case <-s.started:
+		return // scanned: ctx's Done is not asked for (a launch's sets up a timer: issue 27)
+	default:
+	}
+	select {
+	case <-s.started:
 	case <-ctx.Done():
 	}
 }
