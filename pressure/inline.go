@@ -49,19 +49,24 @@ const localChainCap = 256
 // local (see above), with ok; the verdict is cached until the table is reloaded. The
 // caller has checked that the table is current (fresh).
 func (t *mountTable) localMount(path string) (mountinfo.Entry, bool) {
-	entries, _ := t.snapshot(false)
+	entries, at, _ := t.snapshotAt(false)
 	t.mu.Lock()
-	if v, ok := t.chains[path]; ok && t.chainsOf == t.loadedAt {
+	if v, ok := t.chains[path]; ok && t.chainsOf == at {
 		t.mu.Unlock()
 		return v.entry, v.ok
 	}
 	t.mu.Unlock()
 	e, ok := localChain(entries, path)
+	// Kept only while the table the verdict was found in is the current one: a verdict
+	// of the table before a mount, kept as the next one's, would let a lookup go inline
+	// through the new mount.
 	t.mu.Lock()
-	if t.chainsOf != t.loadedAt || t.chains == nil || len(t.chains) >= localChainCap {
-		t.chains, t.chainsOf = map[string]chainVerdict{}, t.loadedAt
+	if t.loadedAt == at {
+		if t.chainsOf != at || t.chains == nil || len(t.chains) >= localChainCap {
+			t.chains, t.chainsOf = map[string]chainVerdict{}, at
+		}
+		t.chains[path] = chainVerdict{e, ok}
 	}
-	t.chains[path] = chainVerdict{e, ok}
 	t.mu.Unlock()
 	return e, ok
 }

@@ -40,6 +40,15 @@ func newMountTable(procRoot string) *mountTable {
 // snapshot returns the current entries, reloading when they are older than the TTL, or
 // older than a second when force is set.
 func (t *mountTable) snapshot(force bool) ([]mountinfo.Entry, error) {
+	entries, _, err := t.snapshotAt(force)
+	return entries, err
+}
+
+// snapshotAt is snapshot that also says when the entries were loaded, the key of what is
+// kept per table (chain verdicts, lexical mounts): read apart, the entries could be of
+// one table and the time of the next, and an answer about the older table kept as the
+// newer one's.
+func (t *mountTable) snapshotAt(force bool) ([]mountinfo.Entry, time.Time, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	age := time.Since(t.loadedAt)
@@ -53,27 +62,30 @@ func (t *mountTable) snapshot(force bool) ([]mountinfo.Entry, error) {
 			t.err = nil
 		}
 	}
-	return t.entries, t.err
+	return t.entries, t.loadedAt, t.err
 }
 
 // lexicalMount is the deepest mountpoint that holds path by name alone (no syscall on the
 // path, so it cannot hang). It keys the one-call-per-filesystem rule; "" when unknown.
 func (t *mountTable) lexicalMount(path string) string {
-	entries, _ := t.snapshot(false)
+	entries, at, _ := t.snapshotAt(false)
 	t.mu.Lock()
-	if mp, ok := t.lexical[path]; ok && t.lexicalOf == t.loadedAt {
+	if mp, ok := t.lexical[path]; ok && t.lexicalOf == at {
 		t.mu.Unlock()
 		return mp
 	}
 	t.mu.Unlock()
 	e, _ := mountinfo.Deepest(entries, path, nil)
 	// Kept per table, as the chain verdicts (the paths asked about are the configured
-	// ones and the sites': a few): every measurement asks it (issue 27).
+	// ones and the sites': a few): every measurement asks it (issue 27). Only while the
+	// table it was found in is still the current one.
 	t.mu.Lock()
-	if t.lexicalOf != t.loadedAt || t.lexical == nil || len(t.lexical) >= localChainCap {
-		t.lexical, t.lexicalOf = map[string]string{}, t.loadedAt
+	if t.loadedAt == at {
+		if t.lexicalOf != at || t.lexical == nil || len(t.lexical) >= localChainCap {
+			t.lexical, t.lexicalOf = map[string]string{}, at
+		}
+		t.lexical[path] = e.MountPoint
 	}
-	t.lexical[path] = e.MountPoint
 	t.mu.Unlock()
 	return e.MountPoint
 }
