@@ -135,6 +135,18 @@ func localEntry(entries []mountinfo.Entry, e mountinfo.Entry) bool {
 	return true
 }
 
+// close releases the poll fd; a later fresh says false (the table is not known current:
+// measurements hand off). Called when the Watcher's Run ends, so a daemon that is stopped
+// and built again in one process (tests, a restart in place) leaves no fd behind.
+func (t *mountTable) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pollOpened && t.pollFD >= 0 {
+		unix.Close(t.pollFD)
+	}
+	t.pollOpened, t.pollFD = true, -1
+}
+
 // fresh polls mountinfo for a change since the last poll (the kernel raises POLLPRI on
 // every mount or unmount in the namespace, once per poller) and, on one, reloads the
 // table now. It says false when the table cannot be known current: mountinfo does not

@@ -174,3 +174,48 @@ func TestMeasureInlineNeverLooksUpThroughANewHungMount(t *testing.T) {
 		t.Fatal("MeasureExisting beneath a hung FUSE mount held its caller a minute past a 200-ms deadline: looked up inline")
 	}
 }
+
+// mountinfoFds counts this process's open fds on its mountinfo.
+func mountinfoFds(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasSuffix(l, "/mountinfo") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatcherRunReleasesItsMountinfoPoll: the fd an inline measurement polls mountinfo
+// through is the Watcher's, and goes when its Run ends (a daemon stopped and built again in
+// one process kept one per instance); a measurement after that still answers, handed off.
+func TestWatcherRunReleasesItsMountinfoPoll(t *testing.T) {
+	before := mountinfoFds(t)
+	w := New(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	dir := t.TempDir()
+	if _, err := w.Measure(context.Background(), dir); err != nil {
+		t.Fatalf("Measure(%s): %v", dir, err)
+	}
+	if n := mountinfoFds(t); n != before+1 {
+		t.Fatalf("%d fds on mountinfo while the Watcher runs, want %d (its poll)", n, before+1)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := mountinfoFds(t); n != before {
+		t.Errorf("%d fds on mountinfo after Run returned, want %d: the poll fd stayed open", n, before)
+	}
+	mctx, mcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer mcancel()
+	if fig, err := w.Measure(mctx, dir); err != nil || fig.Mountpoint == "" {
+		t.Errorf("Measure after Run returned: %+v, %v", fig, err)
+	}
+}

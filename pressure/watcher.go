@@ -98,6 +98,7 @@ func cleanPath(p string) string {
 func (w *Watcher) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Duration(w.interval.Load()))
 	defer t.Stop()
+	defer w.mounts.close()
 	for {
 		w.tick(ctx, false)
 		select {
