@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,8 +133,9 @@ func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
 	if _, err := m.Register(api.JobRequest{ID: "del1", PID: sleeper(t)}, jobs.Caller{}); err != nil {
 		t.Fatal(err)
 	}
-	// A job whose processes exit by themselves.
-	quick := exec.Command("sleep", "4")
+	// A job whose processes exit by themselves, once its mount is set up.
+	gate := filepath.Join(t.TempDir(), "exit")
+	quick := exec.Command("sh", "-c", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
 	if err := quick.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +144,28 @@ func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
 	if _, err := m.Register(api.JobRequest{ID: "exit1", PID: quick.Process.Pid}, jobs.Caller{}); err != nil {
 		t.Fatal(err)
 	}
+	// Heartbeats keep lapse1 while the mounts are set up, which a loaded machine may take
+	// longer than its ttl for; it lapses once they stop.
+	stopBeats, beatsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		for {
+			select {
+			case <-stopBeats:
+				return
+			case <-time.After(200 * time.Millisecond):
+				m.Heartbeat("lapse1", 0)
+			}
+		}
+	}()
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { close(stopBeats) }); <-beatsDone }
+	t.Cleanup(stop)
 	lapse := newSessionMount(t, td, "sess-lapse", "lapse1")
 	del := newSessionMount(t, td, "sess-del", "del1")
 	exited := newSessionMount(t, td, "sess-exit", "exit1")
+	stop()
+	os.WriteFile(gate, nil, 0o644)
 	lapse.checkReleased(t, td, "job lapse1 ended (lease_expired)")
 	exited.checkReleased(t, td, "job exit1 ended (exited)")
 	if code, _, _ := td.do(t, "GET", "/v1/mounts/sess-del", ""); code != 200 {
