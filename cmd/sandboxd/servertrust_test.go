@@ -43,7 +43,7 @@ func TestRunTrustsOnlyTheDaemonsUID(t *testing.T) {
 	t.Cleanup(func() { fake.Process.Kill(); fake.Wait() })
 	hc := &http.Client{Transport: &http.Transport{DialContext: client.DialUnix(sock)}, Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		if resp, err := hc.Get("http://sandboxd/livez"); err == nil {
 			resp.Body.Close()
