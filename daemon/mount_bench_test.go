@@ -50,7 +50,7 @@ func stopNow(td *testDaemon) {
 	select {
 	case err := <-td.done:
 		td.done <- err
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 	}
 }
 
