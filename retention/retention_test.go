@@ -63,7 +63,7 @@ func TestAcceptance(t *testing.T) {
 	sc := siteCfg("aura-bg", dir)
 	sc.DrainRate = 5000
 	h := run(t, Options{Sites: []SiteConfig{sc}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the cap is 256 files, not the deadline
 	r, err := h.m.Prune(ctx, "", 256)
 	cancel()
 	if err != nil {
