@@ -223,11 +223,22 @@ func TestClientsDuringRestarts(t *testing.T) {
 		t.Fatalf("launch against the running unit: exit %d\n%s", code, out)
 	}
 
+	// The daemon killed is gone once systemd says so: a Go program's SIGABRT first dumps
+	// its goroutines, and until then it may still answer (on a loaded machine, a launch
+	// made right after systemctl kill was answered by it).
+	killed := func(pid string) {
+		t.Helper()
+		testenv.Eventually(t, time.Minute, "the killed daemon (pid "+pid+") to be gone", func() bool {
+			return sd.show("sandboxd.service", "MainPID")["MainPID"] != pid
+		})
+	}
+
 	// The watchdog's kill: the next daemon answers the launch waiting in the queue.
 	pid := sd.show("sandboxd.service", "MainPID")["MainPID"]
 	if out, err := sd.systemctl("kill", "--kill-whom=main", "--signal=SIGABRT", "sandboxd.service"); err != nil {
 		t.Fatalf("kill: %v\n%s", err, out)
 	}
+	killed(pid)
 	code, out, took := launch("--timeout", "30s")
 	t.Logf("a launch right after SIGABRT: exit %d after %v: %s", code, took.Round(time.Millisecond), strings.TrimSpace(out))
 	if code != 0 {
@@ -240,9 +251,11 @@ func TestClientsDuringRestarts(t *testing.T) {
 	// A restart that cannot succeed: the launch's bounded wait ends with exit 69 and says
 	// that sandboxd is restarting.
 	os.WriteFile(filepath.Join(sd.run, "sandboxd.toml"), []byte(unitConfig(watched, "no_such_key = 1\n")), 0o644)
+	pid = sd.show("sandboxd.service", "MainPID")["MainPID"]
 	if out, err := sd.systemctl("kill", "--kill-whom=main", "--signal=SIGABRT", "sandboxd.service"); err != nil {
 		t.Fatalf("kill: %v\n%s", err, out)
 	}
+	killed(pid)
 	code, out, took = launch("--timeout", "1s")
 	t.Logf("a launch while the unit restarts in vain: exit %d after %v:\n%s", code, took.Round(time.Millisecond), out)
 	if code != 69 || !strings.Contains(out, "no answer from sandboxd at /run/sandboxd/sandboxd.sock within --timeout 1s") ||
