@@ -56,25 +56,26 @@ func problemOf(body string) api.Problem {
 }
 
 // TestRegisteredMountRefreshNeverDenied: a registered mount whose credentials expire in
-// 6 s, with a refresh_command that renews them: never denied, every launch naming it
-// passes, the refreshes are events.
+// 12 s, with a refresh_command that renews them at half their life: never denied, every
+// launch naming it passes, the refreshes are events. (Half of 12 s leaves a loaded machine
+// 6 s to run the refresh before the server denies.)
 func TestRegisteredMountRefreshNeverDenied(t *testing.T) {
 	testenv.RequireRoot(t)
 	mnt := mountDir(t, "s17-agent")
 	cred := filepath.Join(t.TempDir(), "cred.json")
-	exp := time.Now().Add(6 * time.Second)
+	exp := time.Now().Add(12 * time.Second)
 	if err := fusetest.WriteCred(cred, exp); err != nil {
 		t.Fatal(err)
 	}
 	fusetest.Start(t, mnt, fusetest.Options{Credential: cred, Reload: true})
 	td := startMountDaemon(t)
 	req := fastReg("agent-s17", mnt)
-	req.CredentialFile, req.RefreshCommand = cred, fusetest.RefreshCommand(cred, 6*time.Second)
-	req.CredentialExpiresAt = &exp
+	req.CredentialFile, req.RefreshCommand = cred, fusetest.RefreshCommand(cred, 12*time.Second)
+	req.CredentialExpiresAt, req.RefreshAt = &exp, ptr(0.5)
 	mustRegister(t, td, req)
 	td.waitMountState(t, "agent-s17", api.MountHealthy)
 	refused := 0
-	poll(t, 40*time.Second, "two credential refreshes", func() bool {
+	poll(t, time.Minute, "two credential refreshes", func() bool {
 		if code, p := launchMounts(t, td, "agent-s17"); code != 200 {
 			refused++
 			t.Logf("launch refused: %d %s %s", code, p.Code, p.Detail)
@@ -94,15 +95,17 @@ func TestRegisteredMountRefreshNeverDenied(t *testing.T) {
 }
 
 // TestRegisteredMountCredentialExpired: the runner said the credential expires at T and
-// nothing refreshes it; the FUSE server itself starts denying 3 s later. At T sandboxd
+// nothing refreshes it; the FUSE server itself starts denying 10 s later. At T sandboxd
 // raises MountUnavailable/CredentialExpired and refuses launches, while the mount still
 // answers; then the first EACCES makes it denied, and the remount command restores it.
 func TestRegisteredMountCredentialExpired(t *testing.T) {
 	testenv.RequireRoot(t)
 	mnt := mountDir(t, "s18-agent")
 	serverCred := filepath.Join(t.TempDir(), "server-cred.json")
-	told := time.Now().Add(4 * time.Second)
-	if err := fusetest.WriteCred(serverCred, told.Add(3*time.Second)); err != nil {
+	// Seconds apart, not less: on a loaded machine the set-up must end before T, and the
+	// test must see T's condition before the server denies.
+	told := time.Now().Add(10 * time.Second)
+	if err := fusetest.WriteCred(serverCred, told.Add(10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	srv := fusetest.Start(t, mnt, fusetest.Options{Credential: serverCred})
@@ -126,7 +129,7 @@ func TestRegisteredMountCredentialExpired(t *testing.T) {
 	if cond.Reason != "CredentialExpired" {
 		t.Fatalf("first condition of the mount: %+v, want reason CredentialExpired", cond)
 	}
-	if time.Now().After(told.Add(3 * time.Second)) {
+	if time.Now().After(told.Add(10 * time.Second)) {
 		t.Fatalf("the condition came only after the server began denying")
 	}
 	if m := td.mount(t, "agent-s18"); m.State != api.MountHealthy {
