@@ -49,15 +49,17 @@ func TestExpiredStaticCredentialsRemount(t *testing.T) {
 // never goes denied.
 func TestRefreshCommandKeepsMountHealthy(t *testing.T) {
 	f := newFixture(t)
-	if err := fusetest.WriteCred(f.cred, time.Now().Add(3*time.Second)); err != nil {
+	// 8 s, refreshed at half its life: 4 s in which a loaded machine must start the watcher,
+	// and then run each refresh, before the server denies.
+	if err := fusetest.WriteCred(f.cred, time.Now().Add(8*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	f.startServer(fusetest.Options{Credential: f.cred, Reload: true})
 	cfg := f.mountCfg("agent")
 	cfg.CredentialFile = f.cred
 	cfg.RefreshAt = 0.5
-	// The refresh command rewrites the file to expire 3 s ahead, as a credential helper would.
-	cfg.RefreshCommand = fusetest.RefreshCommand(f.cred, 3*time.Second)
+	// The refresh command rewrites the file to expire 8 s ahead, as a credential helper would.
+	cfg.RefreshCommand = fusetest.RefreshCommand(f.cred, 8*time.Second)
 	w := f.run(f.opts(cfg))
 	f.waitState("agent", api.MountHealthy)
 	f.waitFor("three refreshes", func() bool { return w.Counters().Refreshes["agent"]["ok"] >= 3 })
