@@ -17,7 +17,8 @@ import (
 // remount_command (a restart with fresh keys) brings it back.
 func TestExpiredStaticCredentialsRemount(t *testing.T) {
 	f := newFixture(t)
-	if err := fusetest.WriteCred(f.cred, time.Now().Add(2*time.Second)); err != nil {
+	// 5 s: time for a loaded machine to see it healthy and Check it before it expires.
+	if err := fusetest.WriteCred(f.cred, time.Now().Add(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	srv := f.startServer(fusetest.Options{Credential: f.cred})
