@@ -48,26 +48,7 @@ func TestHandoverKeepsTheJobRegistry(t *testing.T) {
 	waitUntil(t, 30*time.Second, "the old daemon's job to run", func() bool { return jobState(t, sock, "before").State == api.JobRunning })
 
 	// The new daemon starts while the old one serves, and waits.
-	newLog := &testenv.SyncBuffer{}
-	next := exec.Command(binary, "serve", "--config", filepath.Join(dir, "sandboxd.toml"), "--registry-dir", filepath.Join(dir, "registry"),
-		"--wait-for-socket")
-	next.Stderr = newLog
-	if err := next.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- next.Wait() }()
-	t.Cleanup(func() {
-		next.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			next.Process.Kill()
-		}
-	})
-	waitUntil(t, 30*time.Second, "the new daemon to wait for the socket", func() bool {
-		return strings.Contains(newLog.String(), "waiting for it to stop")
-	})
+	newLog, exited := serveWaiting(t, dir)
 	if r := sandboxd(t, env, "jobs", "list"); !strings.Contains(r.stdout, "before") {
 		t.Fatalf("the old daemon no longer lists its job while the new one waits: %s%s", r.stdout, r.stderr)
 	}
@@ -264,25 +245,7 @@ func TestHandoverWaitsForTheRegistry(t *testing.T) {
 		return jobState(t, sock, "slow").State == api.JobRunning && jobState(t, sock, "kept").State == api.JobRunning
 	})
 
-	newLog := &testenv.SyncBuffer{}
-	next := exec.Command(binary, "serve", "--config", filepath.Join(dir, "sandboxd.toml"), "--registry-dir", filepath.Join(dir, "registry"), "--wait-for-socket")
-	next.Stderr = newLog
-	if err := next.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- next.Wait() }()
-	t.Cleanup(func() {
-		next.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			next.Process.Kill()
-		}
-	})
-	waitUntil(t, 30*time.Second, "the new daemon to wait for the socket", func() bool {
-		return strings.Contains(newLog.String(), "waiting for it to stop")
-	})
+	newLog, _ := serveWaiting(t, dir)
 
 	// A call the old daemon answers through its stop: the end of the slow job.
 	end := exec.Command(binary, "jobs", "end", "slow")

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,26 +43,7 @@ reserve = "0"
 	}
 
 	// The enforce pod starts while the observe pod still serves.
-	newLog := &testenv.SyncBuffer{}
-	next := exec.Command(binary, "serve", "--config", filepath.Join(dir, "sandboxd.toml"), "--registry-dir", filepath.Join(dir, "registry"),
-		"--wait-for-socket", "--mode", "enforce")
-	next.Stderr = newLog
-	if err := next.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- next.Wait() }()
-	t.Cleanup(func() {
-		next.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			next.Process.Kill()
-		}
-	})
-	testenv.Eventually(t, time.Minute, "the new pod's daemon to wait for the socket", func() bool {
-		return strings.Contains(newLog.String(), "waiting for it to stop")
-	})
+	newLog, exited := serveWaiting(t, dir, "--mode", "enforce")
 
 	// A runner launches all along the handover.
 	var (

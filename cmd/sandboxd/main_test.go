@@ -313,3 +313,33 @@ func TestUnreachableDaemonMeasuresTheCallsDisk(t *testing.T) {
 		t.Errorf("jobs leaks: exit %d, stderr %q: want 69 and no disk report", r.code, r.stderr)
 	}
 }
+
+// serveWaiting starts a second `sandboxd serve --wait-for-socket` on dir's config, socket
+// and job registry (those of serveDaemon(In) on dir) while the first still serves, stops
+// it at the test's end, and returns once it says it waits for the socket: its stderr and
+// its exit.
+func serveWaiting(t *testing.T, dir string, flags ...string) (*testenv.SyncBuffer, <-chan error) {
+	t.Helper()
+	log := &testenv.SyncBuffer{}
+	args := append([]string{"serve", "--config", filepath.Join(dir, "sandboxd.toml"), "--registry-dir", filepath.Join(dir, "registry"),
+		"--wait-for-socket"}, flags...)
+	next := exec.Command(binary, args...)
+	next.Stderr = log
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- next.Wait() }()
+	t.Cleanup(func() {
+		next.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			next.Process.Kill()
+		}
+	})
+	testenv.Eventually(t, time.Minute, "the new daemon to wait for the socket", func() bool {
+		return strings.Contains(log.String(), "waiting for it to stop")
+	})
+	return log, exited
+}
