@@ -80,9 +80,10 @@ func TestRegistryHeldIsWaitedFor(t *testing.T) {
 		t.Error("Holds = false while the registry is another daemon's: retention would prune a running job's files")
 	}
 
-	waitFor(t, 30*time.Second, "JobRegistryHeld to turn critical once RegistryWait passed", func() bool {
+	// The condition turns critical a moment before the ERROR line is written: wait for both.
+	waitFor(t, 30*time.Second, "JobRegistryHeld to turn critical once RegistryWait passed, and its ERROR line", func() bool {
 		c := heldCond(m)
-		return c != nil && c.Reason == "Stuck" && c.Severity == api.HealthCritical
+		return c != nil && c.Reason == "Stuck" && c.Severity == api.HealthCritical && strings.Contains(logs.String(), "level=ERROR")
 	})
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 || !strings.Contains(logs.String(), "still held by another sandboxd after 1s") {
 		t.Errorf("the stuck wait was logged %d times at ERROR, want once saying how long:\n%s", n, logs.String())
