@@ -266,15 +266,19 @@ func waitGone(pid int, timeout time.Duration) {
 	}
 }
 
-// alive reports whether pid runs and is not a zombie. A pid reused by an unrelated
+// alive reports whether pid runs: it is not a zombie, or it is a zombie thread-group
+// leader whose other threads are still exiting. A killed Go server's main thread turns
+// zombie first; its /dev/fuse fd is closed (the connection aborted) only when its last
+// thread exits, so until then a request still waits for it. A pid reused by an unrelated
 // process reads alive too; cleanup only waits a little longer then.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
 	}
-	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] != 'Z' && b[i+2] != 'X'
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		return err == nil && len(tasks) > 1
 	}
 	return true
 }
