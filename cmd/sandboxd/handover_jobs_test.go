@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,12 +25,8 @@ import (
 // fix the new daemon tried the registry's lock once, at start, while the old daemon held
 // it, and refused every registration for its whole life.
 func TestHandoverKeepsTheJobRegistry(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	mnt := testenv.Tmpfs(t, 16<<20, 0)
-	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
 	dir := openTempDir(t)
-	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
-		filepath.Join(mnt, "site"), mnt, root)
+	cfg, root := jobsSiteConfig(t)
 	old, sock, oldLog := serveDaemon(t, dir, cfg)
 	env := []string{api.SocketEnv + "=" + sock}
 
@@ -116,12 +111,8 @@ func waitReady(t *testing.T, sock string) {
 // naming the registry, never an empty list. Once the other daemon stops, it takes the
 // registry at once, is ready, lists and ends the other's running job, and runs its own.
 func TestSharedRegistryWaitsForTheOtherDaemon(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	mnt := testenv.Tmpfs(t, 16<<20, 0)
-	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
 	dirA, dirB := openTempDir(t), openTempDir(t)
-	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
-		filepath.Join(mnt, "site"), mnt, root)
+	cfg, root := jobsSiteConfig(t)
 	a, sockA, _ := serveDaemon(t, dirA, cfg)
 	registry := filepath.Join(dirA, "registry")
 	pids := t.TempDir()
@@ -220,12 +211,8 @@ func TestSharedRegistryWaitsForTheOtherDaemon(t *testing.T) {
 // so it reads the registry after the old one's last write: the job the old one ended is
 // listed as killed, the one still running is adopted, and registrations are answered.
 func TestHandoverWaitsForTheRegistry(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	mnt := testenv.Tmpfs(t, 16<<20, 0)
-	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
 	dir := openTempDir(t)
-	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
-		filepath.Join(mnt, "site"), mnt, root)
+	cfg, root := jobsSiteConfig(t)
 	old, sock, _ := serveDaemon(t, dir, cfg)
 	env := []string{api.SocketEnv + "=" + sock}
 	pids := t.TempDir()

@@ -72,12 +72,8 @@ func startBG(t *testing.T, name string, args ...string) *exec.Cmd {
 // and every process of it. sandboxd itself, SIGKILLed and restarted mid-lease, finds the
 // job again and still ends it on time; a lease that lapsed while it was down ends at start.
 func TestRunJobsAndRestart(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	mnt := testenv.Tmpfs(t, 16<<20, 0)
-	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
 	dir := openTempDir(t)
-	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
-		filepath.Join(mnt, "site"), mnt, root)
+	cfg, root := jobsSiteConfig(t)
 	daemon, sock, _ := serveDaemon(t, dir, cfg)
 	env := []string{api.SocketEnv + "=" + sock}
 	pids := t.TempDir()
@@ -199,11 +195,7 @@ func TestJobsLeaksExitCodes(t *testing.T) {
 // sandboxd run's exit status is CMD's; a refusal of the launch check or of the
 // registration exits with §3's status and its detail on stderr.
 func TestRunExitStatus(t *testing.T) {
-	root := testenv.CgroupRoot(t)
-	mnt := testenv.Tmpfs(t, 16<<20, 0)
-	os.Mkdir(filepath.Join(mnt, "site"), 0o755)
-	cfg := fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
-		filepath.Join(mnt, "site"), mnt, root)
+	cfg, _ := jobsSiteConfig(t)
 	_, sock, _ := serveDaemon(t, openTempDir(t), cfg)
 	env := []string{api.SocketEnv + "=" + sock}
 	if r := sandboxd(t, env, "run", "--id", "seven", "--", "sh", "-c", "exit 7"); r.code != 7 || !strings.Contains(r.stderr, "job seven") {
@@ -251,4 +243,18 @@ func TestRunExitStatus(t *testing.T) {
 	if r := sandboxd(t, env, "jobs", "heartbeat", "dup"); r.code != 78 {
 		t.Errorf("heartbeat of an ended job: exit %d, want 78 (not_found)", r.code)
 	}
+}
+
+// jobsSiteConfig is the config body of the jobs tests: site "s" on a 16 MiB tmpfs of its
+// own (never this machine's disk) and job cgroups under the test's cgroup root, with a
+// 500 ms grace; and that cgroup root.
+func jobsSiteConfig(t *testing.T) (cfg, cgroupRoot string) {
+	t.Helper()
+	root := testenv.CgroupRoot(t)
+	mnt := testenv.Tmpfs(t, 16<<20, 0)
+	if err := os.Mkdir(filepath.Join(mnt, "site"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("[[site]]\nname = \"s\"\npath = %q\n[[filesystem]]\npath = %q\nreclaim_below = \"1MiB\"\nreplace_below = \"512KiB\"\nreserve = \"0\"\n[jobs]\ncgroup_root = %q\ngrace = \"500ms\"\n",
+		filepath.Join(mnt, "site"), mnt, root), root
 }
