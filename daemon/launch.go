@@ -208,11 +208,19 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 		verb = "would prune (observe mode)"
 	}
 	// Every launch says it: appended with strconv, not fmt (issue 27).
+	// "site NAME holds N files; VERB N files (SIZE) in this call"
 	note := make([]byte, 0, 96+len(name))
-	note = append(append(append(note, "site "...), name...), " holds "...)
-	note = append(api.AppendCount(note, uint64(max(site.Files, 0))), " files; "...)
-	note = api.AppendCount(append(append(note, verb...), ' '), uint64(max(pr.Files, 0)))
-	note = append(api.AppendSize(append(note, " files ("...), uint64(max(pr.Bytes, 0))), ") in this call"...)
+	note = append(note, "site "...)
+	note = append(note, name...)
+	note = append(note, " holds "...)
+	note = api.AppendCount(note, uint64(max(site.Files, 0)))
+	note = append(note, " files; "...)
+	note = append(note, verb...)
+	note = append(note, ' ')
+	note = api.AppendCount(note, uint64(max(pr.Files, 0)))
+	note = append(note, " files ("...)
+	note = api.AppendSize(note, uint64(max(pr.Bytes, 0)))
+	note = append(note, ") in this call"...)
 	notes = append(notes, string(note))
 	switch {
 	case left && pr.Pending > 0:
