@@ -42,9 +42,13 @@ func TestLeaseLapseEndsSetsidGrandchild(t *testing.T) {
 			t.Fatalf("process %d is not running before the lease lapsed", p)
 		}
 	}
-	waitFor(t, time.Minute, "the job to end", func() bool {
+	// The job's state turns killed under the manager's lock; OnEnd is called after it is
+	// released, so the wait is for both.
+	waitFor(t, time.Minute, "the job to end and OnEnd to be told", func() bool {
 		v, _ := f.m.Get("lapse")
-		return v.State == api.JobKilled
+		mu.Lock()
+		defer mu.Unlock()
+		return v.State == api.JobKilled && len(ended) > 0
 	})
 	v, _ := f.m.Get("lapse")
 	if v.Reason != api.ReasonLeaseExpired {
