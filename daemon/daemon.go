@@ -208,7 +208,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, tcp net.Listener) err
 		// (another sandboxd may hold it still: jobs/acquire.go).
 		select {
 		case <-d.jobReg.Loaded():
-			d.releaseOrphanMounts(runCtx)
+			d.settleJobMounts(runCtx)
 		case <-runCtx.Done():
 		}
 	})

@@ -403,14 +403,7 @@ func (d *Daemon) saveMounts() {
 	if c == nil {
 		return
 	}
-	regs := c.mounts.Registered()
-	out := make([]savedMount, 0, len(regs))
-	for _, r := range regs {
-		out = append(out, requestFromRegistered(r))
-	}
-	if err := d.state.Save(mountsStateDoc, out); err != nil {
-		d.logger.Warn("registered mounts kept in memory only", "err", err)
-	}
+	d.saveMountsOf(c.mounts)
 }
 
 // restoreMounts gives the watcher built at start-up the registered mounts of the state
@@ -433,13 +426,6 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 		d.quarantineMu.Unlock()
 	}
 	var bad []quarantinedMount
-	// A job the registry re-keyed at load (a non-root owner's, saved by a version before
-	// per-owner ids: jobs/store.go) keeps its mounts: their saved key follows it.
-	var rekeyed map[string]string
-	if d.jobReg != nil {
-		rekeyed = d.jobReg.Rekeyed()
-	}
-	moved := false
 	for _, s := range saved {
 		var by *mountwatch.Registrant
 		if b := s.RegisteredBy; b != nil {
@@ -456,9 +442,9 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 			} else if reg.Job != "" && reg.JobKey == "" {
 				reg.JobKey = reg.Job
 			}
-			if nk, ok := rekeyed[reg.JobKey]; ok {
-				reg.JobKey, moved = nk, true
-			}
+			// Its job's key and cgroup as the registry names them: retieJobMounts, below
+			// once the registry is loaded, else once Run has it (another sandboxd holds
+			// it still). Meanwhile its commands start in the cgroup of its saved key.
 			if reg.JobKey != "" && d.mountJobs != nil {
 				reg.JobCgroup = d.mountJobs.cgroup(reg.JobKey)
 			}
@@ -468,12 +454,19 @@ func (d *Daemon) restoreMounts(w *mountwatch.Watcher) {
 			bad = append(bad, quarantinedMount{savedMount: s, Reason: err.Error(), QuarantinedAt: d.now().UTC()})
 		}
 	}
+	moved := registryLoaded(d.jobReg) && d.retieJobMounts(w)
 	if len(bad) == 0 && !moved {
 		return
 	}
 	if len(bad) > 0 {
 		d.quarantineMounts(bad)
 	}
+	d.saveMountsOf(w)
+}
+
+// saveMountsOf writes the registered mounts of w to the state dir (saveMounts before the
+// daemon's components exist).
+func (d *Daemon) saveMountsOf(w *mountwatch.Watcher) {
 	regs := w.Registered()
 	out := make([]savedMount, 0, len(regs))
 	for _, r := range regs {

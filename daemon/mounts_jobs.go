@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/jobs"
+	"github.com/sandboxd/sandboxd/mountwatch"
 )
 
 // The tie of a registered mount to its job (CONTRACT §11, §12): when the job ends (lease
@@ -76,11 +77,72 @@ func (d *Daemon) releaseJobMounts(job, why string) {
 	}
 }
 
-// releaseOrphanMounts releases, at start-up, the registered mounts whose job ended while
-// the daemon was down.
-func (d *Daemon) releaseOrphanMounts(ctx context.Context) {
-	if d.mountJobs == nil {
+// registryLoaded says whether the job registry is loaded (or known not to be: memory
+// only, unusable), as it is at New unless another sandboxd holds it still.
+func registryLoaded(m *jobs.Manager) bool {
+	if m == nil {
+		return true
+	}
+	select {
+	case <-m.Loaded():
+		return true
+	default:
+		return false
+	}
+}
+
+// retieJobMounts ties every job-tied registered mount of w to its job as the loaded
+// registry names it: a job the registry re-keyed at load (a non-root owner's, saved by a
+// version before per-owner ids: jobs/store.go) keeps its mounts, whose saved key follows
+// it, and their commands start in the job's cgroup as the registry has it. Until then a
+// mount restored while another sandboxd held the registry carries its saved key, and the
+// start-up release (releaseOrphanMounts) would take a re-keyed job for another job of the
+// same id and release the mount. True when a mount changed.
+func (d *Daemon) retieJobMounts(w *mountwatch.Watcher) bool {
+	var rekeyed map[string]string
+	if d.jobReg != nil {
+		rekeyed = d.jobReg.Rekeyed()
+	}
+	changed := false
+	for _, r := range w.Registered() {
+		if r.Reg.Job == "" {
+			continue
+		}
+		key, cg := r.Reg.JobKey, ""
+		if nk, ok := rekeyed[key]; ok {
+			key = nk
+		}
+		if d.mountJobs != nil {
+			cg = d.mountJobs.cgroup(key)
+		}
+		changed = w.Retie(r.Config.Name, key, cg) || changed
+	}
+	return changed
+}
+
+// settleJobMounts runs once the job registry is loaded: each job-tied mount restored at
+// start-up is tied to its job as the registry names it, and released if its job ended
+// while no daemon watched it. The event that says so is the sign the start-up judgement of
+// job-tied mounts is done.
+func (d *Daemon) settleJobMounts(ctx context.Context) {
+	w := d.current().mounts
+	if d.retieJobMounts(w) {
+		d.saveMounts()
+	}
+	kept, released := d.releaseOrphanMounts(ctx)
+	if kept+released == 0 {
 		return
+	}
+	d.events.Record(api.Event{Time: d.now(), Kind: api.EventMountRegistry, Subject: "mounts",
+		Message: fmt.Sprintf("job-tied mounts restored at start-up checked against the job registry: %d kept (their jobs run), %d released (their jobs ended)", kept, released),
+		Fields:  map[string]any{"kept": kept, "released": released}})
+}
+
+// releaseOrphanMounts releases, at start-up, the registered mounts whose job ended while
+// the daemon was down; it counts the job-tied mounts kept and released.
+func (d *Daemon) releaseOrphanMounts(ctx context.Context) (kept, released int) {
+	if d.mountJobs == nil {
+		return 0, 0
 	}
 	for _, r := range d.current().mounts.Registered() {
 		if r.Reg.Job == "" {
@@ -95,12 +157,16 @@ func (d *Daemon) releaseOrphanMounts(ctx context.Context) {
 			// Another job of that id runs; the mount's own is gone.
 			ok, why = false, "is not registered"
 		}
-		if !ok {
-			if _, err := d.releaseMount(ctx, r.Config.Name, nil, fmt.Sprintf("job %s %s (found at start-up)", r.Reg.Job, why)); err != nil {
-				d.logger.Error("release of an orphaned mount failed", "mount", r.Config.Name, "err", err)
-			}
+		if ok {
+			kept++
+			continue
+		}
+		released++
+		if _, err := d.releaseMount(ctx, r.Config.Name, nil, fmt.Sprintf("job %s %s (found at start-up)", r.Reg.Job, why)); err != nil {
+			d.logger.Error("release of an orphaned mount failed", "mount", r.Config.Name, "err", err)
 		}
 	}
+	return kept, released
 }
 
 // launchJob is the key of the job a launch names ("job": the caller's own, else the only

@@ -221,7 +221,7 @@ func (w *Watcher) refresh(ctx context.Context, m *mount, why string) (api.Action
 		act.Status = api.ActionObserved
 		return act, false
 	}
-	out, err := runCommandIn(m.cfg.RefreshCommand, m.by().cred(), w.opts.CommandTimeout, m.reg != nil, m.jobCgroup())
+	out, err := runCommandIn(m.cfg.RefreshCommand, m.by().cred(), w.opts.CommandTimeout, m.reg != nil, w.jobCgroup(m))
 	if err == nil && ctx.Err() == nil {
 		var c credential
 		var stamp fileStamp

@@ -72,14 +72,18 @@ func (r *Registrant) String() string {
 	return fmt.Sprintf("uid %d", r.UID)
 }
 
-// by is who registered m: nil for a configured mount (root).
 // jobCgroup is the cgroup of the job m is tied to, where its commands start; "" for none.
-func (m *mount) jobCgroup() string {
+// Read under w.mu: Retie sets it once the jobs registry is loaded.
+func (w *Watcher) jobCgroup(m *mount) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if m.reg == nil {
 		return ""
 	}
 	return m.reg.JobCgroup
 }
+
+// by is who registered m: nil for a configured mount (root).
 
 func (m *mount) by() *Registrant {
 	if m.reg == nil {

@@ -237,6 +237,22 @@ func (w *Watcher) JobMounts(key string) []string {
 	return out
 }
 
+// Retie sets the job key and cgroup of the registered mount name, tied to a job: the
+// daemon restores registered mounts before the jobs registry is loaded when another
+// sandboxd still holds it, and ties each to its job as the registry names it (re-keyed,
+// its cgroup where it is) once loaded. It says whether anything changed; false for a mount
+// that is not registered, tied to no job, or tied so already.
+func (w *Watcher) Retie(name, key, cgroup string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.find(name)
+	if m == nil || m.reg == nil || m.reg.Job == "" || m.reg.JobKey == key && m.reg.JobCgroup == cgroup {
+		return false
+	}
+	m.reg.JobKey, m.reg.JobCgroup = key, cgroup
+	return true
+}
+
 // PushCredential records a renewed credential's expiry that the runner pushed (PUT
 // .../credentials): the refresh point moves to refresh_at of the new lifetime, counted from
 // now, and a CredentialExpired condition clears.

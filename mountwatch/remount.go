@@ -127,7 +127,7 @@ func (w *Watcher) doRemount(ctx context.Context, m *mount, from string, old moun
 		w.emit(api.EventRemount, name, "restarted unit "+m.cfg.RemountUnit, map[string]any{"unit": m.cfg.RemountUnit})
 	} else {
 		run, env := callerArgv(m.cfg.RemountCommand, m.by().cred(), m.reg != nil)
-		c, err := startChildIn(run, m.by().cred(), timeout, env, m.jobCgroup())
+		c, err := startChildIn(run, m.by().cred(), timeout, env, w.jobCgroup(m))
 		if err != nil {
 			return fmt.Errorf("remount_command: %w", err)
 		}
