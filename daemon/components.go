@@ -270,14 +270,30 @@ func pruneSiteActions(ctx context.Context, sites *retention.Manager, dry bool) [
 	return out
 }
 
-// buildComponents builds the parts of cfg; nothing runs yet.
+// buildComponents builds the parts of cfg and gives the mount watcher the registered
+// mounts of the state dir; nothing runs yet.
 func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
+	c, err := d.newComponents(cfg, d.jobRegistry)
+	if err != nil {
+		return nil, err
+	}
+	d.restoreMounts(c.mounts)
+	c.mounts.SetLimits(mountLimits(cfg)) // after the restore: mounts accepted before stay
+	return c, nil
+}
+
+// newComponents builds the parts of cfg, each refusing what it cannot take (the refusals
+// of New besides resolveWriters'); registry gives the job registry, nil for none (Validate's
+// dry build, which must not touch the registry).
+func (d *Daemon) newComponents(cfg *config.Config, registry func(*config.Config) *jobs.Manager) (*components, error) {
 	c := &components{run: &runner{logger: d.logger, running: map[string]runningPart{}}}
 	po := d.pressureOptions(cfg)
 	po.ReserveBytes = c.reserveBytes // what the file holds, asked of reclaim (built below)
 	po.ReserveReleasedBytes = c.reserveReleased
 	c.pressure = pressure.New(po)
-	c.jobs = d.jobRegistry(cfg)
+	if registry != nil {
+		c.jobs = registry(cfg)
+	}
 	var err error
 	if c.sites, err = d.newSites(cfg); err != nil {
 		return nil, err
@@ -290,8 +306,6 @@ func (d *Daemon) buildComponents(cfg *config.Config) (*components, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mounts: %w", err)
 	}
-	d.restoreMounts(c.mounts)
-	c.mounts.SetLimits(mountLimits(cfg)) // after the restore: mounts accepted before stay
 	return c, nil
 }
 

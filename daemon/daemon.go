@@ -93,6 +93,23 @@ type Daemon struct {
 	booted    bootedFull // the marker of `sandboxd boot`, as the condition BootedFull
 }
 
+// Validate rejects what New would reject of cfg (unknown writers or site owners, a
+// setting a component refuses), without reading or writing the state dir or the job
+// registry and without a socket. `serve --wait-for-socket` runs it before it waits for
+// the daemon it replaces: a rollout of a config New would refuse then exits at once and
+// the old daemon goes on serving, rather than being stopped first for nothing.
+func Validate(cfg *config.Config) error {
+	d := &Daemon{opts: Options{Config: cfg, ProcRoot: "/proc", ProbeCommand: []string{"mount-probe"}},
+		logger: slog.New(slog.DiscardHandler), now: time.Now, state: state.Open(""),
+		restarter: &systemd.UnitRestarter{Logger: slog.New(slog.DiscardHandler)}}
+	d.events = newEventLog(d.logger, d.now)
+	if _, err := resolveWriters(cfg); err != nil {
+		return err
+	}
+	_, err := d.newComponents(cfg, nil)
+	return err
+}
+
 // New validates the config and builds the daemon and its components; nothing runs yet.
 func New(opts Options) (*Daemon, error) {
 	if opts.Config == nil {

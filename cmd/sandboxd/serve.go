@@ -71,6 +71,12 @@ func runServe(ctx context.Context, inv *invocation, overrides daemon.Overrides, 
 
 	var ln, tcp net.Listener
 	if so.waitForSocket {
+		// What New would refuse is refused before the wait: a rollout of a broken config
+		// exits here, and the daemon it would have replaced goes on serving.
+		if err := daemon.Validate(cfg); err != nil {
+			logger.Error("cannot start", "err", err)
+			return exitConfig
+		}
 		// Before New: the daemon reads the job registry, the registered mounts and its
 		// state once the daemon before it has stopped writing them.
 		if ln, tcp, err = waitForSocket(ctx, cfg, logger); err != nil {
