@@ -66,7 +66,7 @@ func (m *Manager) renewLeaseLocked(l *lease, extend time.Duration) string {
 	c.Heartbeats++
 	m.commitLeaseLocked(c)
 	m.lastActivity = m.opts.Now()
-	m.kick()
+	m.rearmLocked(c.LeaseBoot)
 	if err := m.logLocked(leaseRecord(c)); err != nil {
 		return "lease renewed in memory only: the registry cannot be written (" + err.Error() + "); a restart of sandboxd would give it one ttl of grace from its start"
 	}

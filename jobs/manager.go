@@ -209,6 +209,12 @@ type Manager struct {
 	rekeyed      map[string]string
 	otherCgroups bool
 
+	// armedAt is when (CLOCK_BOOTTIME) the dead-man switch next looks at the jobs, set
+	// by each tick; 0 before the first. idle: its last look found no live job, so the
+	// tick is not being written down (stall.go). rearmLocked reads both.
+	armedAt int64
+	idle    bool
+
 	wake chan struct{} // a lease changed: recompute the next deadline
 	// loaded is closed once the registry is loaded, or known not to be (memory only,
 	// unusable): never while another sandboxd holds it.
@@ -397,6 +403,17 @@ func (m *Manager) viewLocked(j *job) api.Job {
 }
 
 func (m *Manager) emit(ev api.Event) { m.opts.Events(ev) }
+
+// rearmLocked wakes the dead-man switch for a job that is due at due (CLOCK_BOOTTIME):
+// only when that comes before the switch's next look at the jobs, or when no job was live
+// at its last one (the first live job has its tick written down at once). A registration
+// or a heartbeat so costs a comparison, where each used to wake a tick that walked every
+// job under mu (issue 27). Caller holds mu.
+func (m *Manager) rearmLocked(due int64) {
+	if m.armedAt == 0 || m.idle || due < m.armedAt {
+		m.kick()
+	}
+}
 
 func (m *Manager) kick() {
 	select {

@@ -265,14 +265,13 @@ func (m *Manager) placed(j *job, a admission) api.Job {
 	j.placing = false
 	m.lastActivity = now
 	// No pruneEndedLocked here: it walks every job, ~75 µs with keep_ended_max (1,024)
-	// ended ones on a VM, on the caller's answer (issue 27). The kick below runs a tick,
-	// which prunes, on the manager's own goroutine.
+	// ended ones on a VM, on the caller's answer (issue 27); the next tick prunes.
 	if m.watch != nil {
 		j.wd = m.watch.add(j)
 	}
+	m.rearmLocked(min(j.LeaseBoot, j.DeadlineBoot))
 	v := m.viewLocked(j)
 	m.mu.Unlock()
-	m.kick()
 	v.Processes = countProcs(j.Cgroup)
 	v.Warnings = a.warnings
 	m.emit(api.Event{Kind: api.EventJob, Subject: a.id, Message: "job registered by " + a.by.String(),
@@ -477,7 +476,7 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 	// Renewed in memory whatever happens: the job is alive and its runner was heard. A
 	// heartbeat that could not be written is covered after a crash by the restart's grace.
 	err = m.logLocked(record{Op: "hb", ID: j.ID, LeaseBoot: j.LeaseBoot, Beats: j.Heartbeats})
-	m.kick()
+	m.rearmLocked(j.LeaseBoot) // a shorter extend than the lease had left brings it nearer
 	v := m.viewLocked(j)
 	if err != nil {
 		v.Warnings = append(v.Warnings, "lease renewed in memory only: the registry cannot be written ("+err.Error()+"); a restart of sandboxd would give it one ttl of grace from its start")

@@ -135,6 +135,11 @@ func (m *Manager) tick(poll bool) time.Duration {
 		live = live || j.live()
 	}
 	m.pruneEndedLocked()
+	next = max(next, int64(time.Millisecond))
+	// Under mu, with the walk: a job placed after it is compared with this (rearmLocked).
+	// The loop's timer is set a little later, after the tail below, so the look may come
+	// that much after armedAt, never before.
+	m.armedAt, m.idle = boot+next, !live
 	m.mu.Unlock()
 	if len(ids) > 0 {
 		m.announceGrace(stall, restart, ids)
@@ -145,7 +150,7 @@ func (m *Manager) tick(poll bool) time.Duration {
 	for _, j := range recheck {
 		m.checkEmpty(j)
 	}
-	return time.Duration(max(next, int64(time.Millisecond)))
+	return time.Duration(next)
 }
 
 // checkEmpty notices a running job whose processes all exited (state ended, reason
