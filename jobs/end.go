@@ -1,10 +1,11 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
-	"sort"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -146,9 +147,15 @@ func (m *Manager) finish(j *job, state, reason, dir string) {
 		m.watch.remove(j.wd)
 		j.wd = 0
 	}
+	// keep_ended_max holds at once, at the cost of what it drops (pruneEndedLocked). A
+	// shared lease this job may have left without jobs is forgotten by a tick (it walks
+	// the jobs): woken for a job of one, as every end used to wake it.
+	m.pruneEndedLocked()
 	cbs := append([]func(string, string){}, m.onEnd...)
 	m.mu.Unlock()
-	m.kick()
+	if j.Lease != "" {
+		m.kick()
+	}
 	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir, "owner_uid": m.ownerUID(j)}
 	msg := "job " + state + ": " + reason
 	if state == api.JobLeaked {
@@ -170,10 +177,14 @@ func (m *Manager) finishLocked(j *job, state, reason string) {
 	if j.live() {
 		m.endedTotal[reason]++
 	}
+	wasEnded := isEnded(j)
 	j.State, j.Reason = state, reason
 	if j.EndedAt.IsZero() {
 		j.EndedAt = m.opts.Now().Round(time.Millisecond)
 		j.EndedBoot = boottime()
+	}
+	if !wasEnded && isEnded(j) && m.jobs[j.ID] == j {
+		m.addEndedLocked(j)
 	}
 	select {
 	case <-j.done:
@@ -182,6 +193,36 @@ func (m *Manager) finishLocked(j *job, state, reason string) {
 	}
 }
 
-func sortByEnd(js []*job) {
-	sort.Slice(js, func(a, b int) bool { return js[a].EndedBoot < js[b].EndedBoot })
+// isEnded says whether j is over for good (ended, killed): listed until pruneEndedLocked.
+func isEnded(j *job) bool { return j.State == api.JobEnded || j.State == api.JobKilled }
+
+// addEndedLocked puts j, just ended, in m.ended by EndedBoot: at the back, but for a
+// leaked job killed at last, whose end was its leak.
+func (m *Manager) addEndedLocked(j *job) {
+	m.endedN++
+	i := len(m.ended)
+	for i > m.endedHead && m.ended[i-1].EndedBoot > j.EndedBoot {
+		i--
+	}
+	m.ended = slices.Insert(m.ended, i, j)
+}
+
+// leftListLocked is called as the listed job j leaves m.jobs (forgotten, its key
+// registered again): an ended one no longer counts against keep_ended_max.
+func (m *Manager) leftListLocked(j *job) {
+	if isEnded(j) && m.jobs[j.ID] == j {
+		m.endedN--
+	}
+}
+
+// indexEndedLocked rebuilds m.ended from m.jobs (after a load).
+func (m *Manager) indexEndedLocked() {
+	m.ended, m.endedHead, m.endedN = m.ended[:0], 0, 0
+	for _, j := range m.jobs {
+		if isEnded(j) {
+			m.ended = append(m.ended, j)
+		}
+	}
+	slices.SortFunc(m.ended, func(a, b *job) int { return cmp.Compare(a.EndedBoot, b.EndedBoot) })
+	m.endedN = len(m.ended)
 }

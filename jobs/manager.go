@@ -209,6 +209,14 @@ type Manager struct {
 	rekeyed      map[string]string
 	otherCgroups bool
 
+	// ended are the ended jobs (state ended or killed) by EndedBoot, oldest first from
+	// endedHead: pruneEndedLocked drops from the front, where it sorted every ended job
+	// on each call (issue 27). An entry whose job left the list since (forgotten, or its
+	// key registered again) is skipped when reached; endedN counts those still listed.
+	ended     []*job
+	endedHead int
+	endedN    int
+
 	// armedAt is when (CLOCK_BOOTTIME) the dead-man switch next looks at the jobs, set
 	// by each tick; 0 before the first. idle: its last look found no live job, so the
 	// tick is not being written down (stall.go). rearmLocked reads both.

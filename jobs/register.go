@@ -225,6 +225,9 @@ func (m *Manager) admit(req api.JobRequest, by Caller, a admission) (*job, error
 		m.mu.Unlock()
 		return nil, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
 	}
+	if old := m.jobs[key]; old != nil {
+		m.leftListLocked(old) // an ended job of that key, listed until now
+	}
 	delete(m.jobs, key)
 	m.jobs[key] = j
 	if req.Lease != "" {
@@ -486,25 +489,34 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 
 // pruneEndedLocked drops ended jobs past keep_ended, and the oldest beyond MaxEnded
 // (keep_ended_max).
+// (keep_ended_max), in the order they ended: from the front of m.ended, each job
+// looked at once, so a call costs what it drops (amortized O(1)), not every ended job.
 func (m *Manager) pruneEndedLocked() {
 	boot := boottime()
-	var ended []*job
-	for _, j := range m.jobs {
-		if j.State != api.JobEnded && j.State != api.JobKilled {
-			continue
-		}
-		if boot-j.EndedBoot > int64(m.opts.KeepEnded) {
+	for m.endedHead < len(m.ended) {
+		j := m.ended[m.endedHead]
+		switch {
+		case m.jobs[j.ID] != j || !isEnded(j):
+			// Left the list already (forgotten, its key registered again).
+		case m.endedN > m.opts.MaxEnded:
+			m.forgetLocked(j, fmt.Sprintf("[jobs] keep_ended_max = %d (the most ended jobs kept listed; the oldest go first)", m.opts.MaxEnded))
+		case boot-j.EndedBoot > int64(m.opts.KeepEnded):
 			m.forgetLocked(j, "[jobs] keep_ended = "+api.FormatDuration(m.opts.KeepEnded))
-			continue
+		default:
+			m.compactEndedLocked()
+			return // the oldest listed is within both limits: so is every later one
 		}
-		ended = append(ended, j)
+		m.ended[m.endedHead] = nil
+		m.endedHead++
 	}
-	defer m.pruneLeasesLocked()
-	if len(ended) <= m.opts.MaxEnded {
-		return
-	}
-	sortByEnd(ended)
-	for _, j := range ended[:len(ended)-m.opts.MaxEnded] {
-		m.forgetLocked(j, fmt.Sprintf("[jobs] keep_ended_max = %d (the most ended jobs kept listed; the oldest go first)", m.opts.MaxEnded))
+	m.compactEndedLocked()
+}
+
+// compactEndedLocked drops the consumed front of m.ended once it is most of it.
+func (m *Manager) compactEndedLocked() {
+	if m.endedHead > 64 && m.endedHead > len(m.ended)/2 {
+		n := copy(m.ended, m.ended[m.endedHead:])
+		clear(m.ended[n:])
+		m.ended, m.endedHead = m.ended[:n], 0
 	}
 }

@@ -135,6 +135,7 @@ func (m *Manager) tick(poll bool) time.Duration {
 		live = live || j.live()
 	}
 	m.pruneEndedLocked()
+	m.pruneLeasesLocked()
 	next = max(next, int64(time.Millisecond))
 	// Under mu, with the walk: a job placed after it is compared with this (rearmLocked).
 	// The loop's timer is set a little later, after the tail below, so the look may come

@@ -152,6 +152,7 @@ func (m *Manager) loadFrom(jr *journal, recs []record, bad int) {
 		}
 		m.jobs[j.ID] = j
 	}
+	m.indexEndedLocked()
 	for _, l := range leases {
 		m.commitLeaseLocked(*l)
 	}
