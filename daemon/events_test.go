@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/internal/testenv"
+	"github.com/sandboxd/sandboxd/reclaim"
 )
 
 // floodAs makes n POST path calls over 8 connections from a child running as uid, and
@@ -129,8 +130,10 @@ func TestRefusalFloodKeepsTrail(t *testing.T) {
 	if refusals != 1 {
 		t.Errorf("%d refusal events right after the flood, want 1 (the rest are counted when the window ends)", refusals)
 	}
-	poll(t, 2*refusalInterval, "the coalesced refusal event", func() bool {
-		return len(td.eventsWith(t, api.EventRefusal, "1,999 more like this")) == 1
+	// An event is in the ring before its log line is written (eventLog.append logs after
+	// releasing its lock): the wait is for both, then the counts.
+	poll(t, time.Minute, "the coalesced refusal event and its log line", func() bool {
+		return len(td.eventsWith(t, api.EventRefusal, "1,999 more like this")) == 1 && strings.Contains(logs.String(), "1,999 more like this")
 	})
 	e := td.eventsWith(t, api.EventRefusal, "1,999 more like this")[0]
 	if e.Fields["count"] != float64(1999) || e.Fields["uid"] != float64(65534) {
@@ -155,7 +158,15 @@ func TestEventsLoggedOnceEach(t *testing.T) {
 	var logs testenv.SyncBuffer
 	dir := t.TempDir()
 	td := startDaemon(t, noSites(dir), func(o *Options) { o.Logger = slogTo(&logs) })
-	poll(t, time.Minute, "the reserve armed", func() bool { return len(td.eventsWith(t, api.EventReserve, "armed")) > 0 })
+	// An event is in the ring before its log line is written (eventLog.append logs after
+	// releasing its lock), and /readyz answers 200 before the supervisor records "ready" and
+	// starts the start-up reclaim, whose run is a line too: wait for that last line of the
+	// start-up, so that the reload below is the only writer of the lines it counts.
+	poll(t, time.Minute, "the reserve armed and the start-up reclaim logged", func() bool {
+		l := logs.String()
+		return len(td.eventsWith(t, api.EventReserve, "armed")) > 0 && strings.Contains(l, "kind=reserve") &&
+			strings.Contains(l, "kind="+api.EventReclaimRun+" subject="+reclaim.TriggerStartup)
+	})
 	var lines []string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "kind=reserve") && strings.Contains(l, "armed") {
