@@ -20,6 +20,7 @@ import (
 // notifySink is a real NOTIFY_SOCKET: a unixgram socket collecting datagrams.
 type notifySink struct {
 	conn *net.UnixConn
+	path string
 	mu   sync.Mutex
 	msgs []string
 }
@@ -30,7 +31,7 @@ func newNotifySink(t *testing.T) *notifySink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &notifySink{conn: c}
+	s := &notifySink{conn: c, path: path}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -46,6 +47,22 @@ func newNotifySink(t *testing.T) *notifySink {
 	t.Cleanup(func() { c.Close() })
 	t.Setenv("NOTIFY_SOCKET", path)
 	return s
+}
+
+// flush sends a marker datagram and waits until it is read: the socket's queue is in
+// order, so every datagram sent before the marker has been counted then.
+func (s *notifySink) flush(t *testing.T) {
+	t.Helper()
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: s.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := s.count("TEST_MARKER=1")
+	if _, err := c.Write([]byte("TEST_MARKER=1")); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, time.Minute, "the notify socket's marker", func() bool { return s.count("TEST_MARKER=1") > n })
 }
 
 // count returns how many datagrams so far start with prefix.
@@ -106,8 +123,10 @@ func TestSystemdNotifyAndWatchdog(t *testing.T) {
 	var stalled atomic.Bool
 	unstall := make(chan struct{})
 	local := t.TempDir()
+	var logs testenv.SyncBuffer
 	td := startDaemon(t, "site = []\n[[filesystem]]\npath = \""+local+"\"\n[[filesystem]]\npath = \""+mnt+"\"\n",
 		func(o *Options) {
+			o.Logger = slogTo(&logs)
 			o.stallSupervisor = func() {
 				if stalled.Load() {
 					<-unstall
@@ -132,13 +151,19 @@ func TestSystemdNotifyAndWatchdog(t *testing.T) {
 	}
 
 	// Stall the supervisor loop: /livez fails and pings stop.
+	withheld := strings.Count(logs.String(), "watchdog ping withheld") // once an episode
 	stalled.Store(true)
 	poll(t, time.Minute, "/livez to report the stall", func() bool {
 		status, _, _ := td.do(t, "GET", "/livez", "")
 		return status == 503
 	})
-	// Give the watchdog goroutine two of its periods to notice, then expect silence.
-	time.Sleep(500 * time.Millisecond)
+	// Wait for the watchdog goroutine to notice (it logs the withheld ping, after any ping
+	// it sent before), and for the sink to have read every datagram sent until then; then
+	// expect silence.
+	poll(t, time.Minute, "the watchdog to withhold a ping", func() bool {
+		return strings.Count(logs.String(), "watchdog ping withheld") > withheld
+	})
+	sink.flush(t)
 	quiet := sink.count("WATCHDOG=1")
 	time.Sleep(1200 * time.Millisecond)
 	if got := sink.count("WATCHDOG=1"); got != quiet {
