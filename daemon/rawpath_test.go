@@ -22,7 +22,7 @@ func rawRequest(t *testing.T, sock, method, target string) (*http.Response, []by
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(time.Minute))
 	if _, err := io.WriteString(c, method+" "+target+" HTTP/1.1\r\nHost: sandboxd\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func waitPending(t *testing.T, p *pending) func(string, func(map[string]fsnotify
 		t.Helper()
 		all := map[string]fsnotify.Op{}
 		gone := false
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
 			select {
 			case <-p.kick:

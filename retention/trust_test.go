@@ -194,7 +194,7 @@ func TestUnlinkThenCreateStaysIndexed(t *testing.T) {
 	}
 	// The index catches up within a few reader pauses; give it ample time, then compare.
 	var missing []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		missing = missing[:0]
 		s.mu.Lock()
 		for i := range n {

@@ -58,7 +58,7 @@ func TestRunSpawnsIntoCgroup(t *testing.T) {
 			runner := startBGEnv(t, append(env, mode.env...), binary, "run", "--id", id, "--",
 				"sh", "-c", "echo $PPID > "+ppidFile+"; exec sleep 600")
 			var j api.Job
-			waitUntil(t, 20*time.Second, "job "+id+" registered with its process", func() bool {
+			waitUntil(t, time.Minute, "job "+id+" registered with its process", func() bool {
 				j = jobState(t, sock, id)
 				return j.PID > 0
 			})
@@ -248,7 +248,7 @@ func TestSpawnAsNobody(t *testing.T) {
 	// The victim: root's job, spawned.
 	startBGEnv(t, env, binary, "run", "--id", "victim", "--", "sleep", "600")
 	var victim api.Job
-	waitUntil(t, 20*time.Second, "the victim job registered", func() bool { victim = jobState(t, sock, "victim"); return victim.PID > 0 })
+	waitUntil(t, time.Minute, "the victim job registered", func() bool { victim = jobState(t, sock, "victim"); return victim.PID > 0 })
 	bystander := startBG(t, "sleep", "600")
 	bcg := cgroupOf(bystander.Process.Pid)
 
@@ -491,7 +491,7 @@ func TestSpawnClosedBeforeReport(t *testing.T) {
 		t.Errorf("the offered job's cgroup %s: %v", cg, err)
 	}
 	sp.Close()
-	waitUntil(t, 20*time.Second, "the job's cgroup removed", func() bool {
+	waitUntil(t, time.Minute, "the job's cgroup removed", func() bool {
 		_, err := os.Stat(cg)
 		return errors.Is(err, os.ErrNotExist)
 	})
@@ -519,7 +519,7 @@ func TestRunSameIDInARow(t *testing.T) {
 			t.Fatalf("run %d of --id in-a-row: exit %d: %s", i, r.code, r.stderr)
 		}
 	}
-	waitUntil(t, 20*time.Second, "the last in-a-row to be seen ended", func() bool {
+	waitUntil(t, time.Minute, "the last in-a-row to be seen ended", func() bool {
 		j := jobState(t, sock, "in-a-row")
 		return j.State == api.JobEnded && j.Reason == api.ReasonExited
 	})
