@@ -62,3 +62,34 @@ func TestKeepEndedMaxDropsTheOldestFirst(t *testing.T) {
 		t.Errorf("j3 listed: %+v, want the one registered again (pid %d)", j, again)
 	}
 }
+
+// TestEndedIndexBoundedWhenIDsAreReused: a runner that reuses one job id, with an older
+// ended job still listed ahead of it, leaves one replaced entry per registration in the
+// index of ended jobs; they are dropped once they are most of it, so the index stays
+// bounded by the listed ended jobs, not by the registrations of the last keep_ended.
+func TestEndedIndexBoundedWhenIDsAreReused(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.MaxEnded = 1024; o.KeepEnded = time.Hour })
+	run := func(id string) {
+		t.Helper()
+		p := spawn(t, `exec sleep 600`)
+		if _, err := f.m.Register(api.JobRequest{ID: id, PID: p.Process.Pid}, Caller{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.m.End(context.Background(), id, api.ReasonDeleted, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("first")
+	for range 150 {
+		run("again")
+	}
+	f.m.mu.Lock()
+	n, listed := len(f.m.ended)-f.m.endedHead, f.m.endedN
+	f.m.mu.Unlock()
+	if listed != 2 || n > listed+65 {
+		t.Errorf("index of ended jobs: %d entries for %d listed, want 2 listed and at most 67 entries", n, listed)
+	}
+	if _, ok := f.m.Get("first"); !ok {
+		t.Error("the first ended job was dropped")
+	}
+}

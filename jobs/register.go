@@ -512,8 +512,23 @@ func (m *Manager) pruneEndedLocked() {
 	m.compactEndedLocked()
 }
 
-// compactEndedLocked drops the consumed front of m.ended once it is most of it.
+// compactEndedLocked drops the consumed front of m.ended once it is most of it, and the
+// entries of jobs no longer listed once they are most of the rest: an id registered
+// again and again leaves one behind each time, which the front reaches only when every
+// older ended job is gone (keep_ended later). Each costs a pass over what it frees.
 func (m *Manager) compactEndedLocked() {
+	if stale := len(m.ended) - m.endedHead - m.endedN; stale > 64 && stale > m.endedN {
+		n := 0
+		for _, j := range m.ended[m.endedHead:] {
+			if m.jobs[j.ID] == j && isEnded(j) {
+				m.ended[n] = j
+				n++
+			}
+		}
+		clear(m.ended[n:])
+		m.ended, m.endedHead = m.ended[:n], 0
+		return
+	}
 	if m.endedHead > 64 && m.endedHead > len(m.ended)/2 {
 		n := copy(m.ended, m.ended[m.endedHead:])
 		clear(m.ended[n:])
