@@ -267,8 +267,8 @@ func (m *Manager) placed(j *job, a admission) api.Job {
 	m.mu.Lock()
 	j.placing = false
 	m.lastActivity = now
-	// No pruneEndedLocked here: it walks every job, ~75 µs with keep_ended_max (1,024)
-	// ended ones on a VM, on the caller's answer (issue 27); the next tick prunes.
+	// Ended jobs are pruned as they end (finish) and at each tick, not on the caller's
+	// answer (issue 27).
 	if m.watch != nil {
 		j.wd = m.watch.add(j)
 	}
@@ -488,7 +488,6 @@ func (m *Manager) HeartbeatAs(id string, extend time.Duration, by Caller) (api.J
 }
 
 // pruneEndedLocked drops ended jobs past keep_ended, and the oldest beyond MaxEnded
-// (keep_ended_max).
 // (keep_ended_max), in the order they ended: from the front of m.ended, each job
 // looked at once, so a call costs what it drops (amortized O(1)), not every ended job.
 func (m *Manager) pruneEndedLocked() {
