@@ -19,8 +19,7 @@ import (
 // handleLaunch is POST /v1/launch (CONTRACT §5).
 func (d *Daemon) handleLaunch(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	var req api.LaunchRequest
-	warnings, err := api.DecodeRequest(r.Body, &req)
+	req, warnings, err := decodeLaunch(r)
 	if err != nil {
 		d.metrics.launchDone(string(asProblem(err).Code), start)
 		return err
