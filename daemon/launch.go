@@ -47,7 +47,7 @@ func writeLaunchAnswer(w http.ResponseWriter, resp *api.LaunchResponse) {
 	if cap(b) <= maxPooledAnswer {
 		*bp = b
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType // shared, read-only: no slice per answer
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 }
@@ -169,13 +169,15 @@ func (n launchNeeds) short(fs api.Filesystem) bool { return short(fs, n.bytes, n
 // deletes at its drain_rate, with one event, and the call reports pending_prune
 // (CONTRACT §5). A call under pressure, or whose needs do not fit, still prunes.
 func (c *components) pruneSite(ctx context.Context, name string, resp *api.LaunchResponse, roomy func(path string) bool) ([]string, error) {
-	names := c.sites.SiteNames()
-	if name == "" && len(names) != 1 {
+	if name == "" {
+		names := c.sites.SiteNames() // a copy: asked only when the call names no site
 		if len(names) > 1 {
 			return nil, api.NewProblem(api.CodeBadRequest, "field \"site\": required when several sites are configured (%s)",
 				strings.Join(names, ", "))
 		}
-		return nil, nil
+		if len(names) == 0 {
+			return nil, nil
+		}
 	}
 	var notes []string
 	var pr retention.PruneResult
