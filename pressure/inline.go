@@ -145,6 +145,7 @@ func (t *mountTable) close() {
 		unix.Close(t.pollFD)
 	}
 	t.pollOpened, t.pollFD = true, -1
+	t.known.forgetLocked()
 }
 
 // fresh polls mountinfo for a change since the last poll (the kernel raises POLLPRI on
@@ -168,14 +169,23 @@ func (t *mountTable) fresh() bool {
 		t.mu.Unlock()
 		return false
 	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
-	n, err := unix.Poll(fds, 0)
+	// The known ways' inotify fd is polled in the same call (known.go).
+	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}, {Fd: int32(t.known.ino), Events: unix.POLLIN}}
+	nfds := 1
+	if t.known.ino >= 0 {
+		nfds = 2
+	}
+	n, err := unix.Poll(fds[:nfds], 0)
 	if err != nil && !errors.Is(err, unix.EINTR) {
+		t.known.forgetLocked()
 		t.mu.Unlock()
 		return false
 	}
 	if err != nil || (n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0) {
 		t.loadedAt = time.Time{} // changed (or unknown after EINTR): reload below
+		t.known.forgetLocked()
+	} else if nfds == 2 && fds[1].Revents != 0 {
+		t.known.readEventsLocked()
 	}
 	t.mu.Unlock()
 	_, rerr := t.snapshot(false)
@@ -186,14 +196,18 @@ func (t *mountTable) fresh() bool {
 // caller's goroutine when nothing on the way can wait on a server (see the top of this
 // file); ok false means it did not measure and the call is to be handed off. at is the
 // path measured.
-func (w *Watcher) measureInline(path string, existing bool, now time.Time) (fig api.Filesystem, dev uint64, at string, ok bool) {
+func (w *Watcher) measureInline(path string, existing, hold bool, now time.Time) (fig api.Filesystem, dev uint64, at string, ok bool) {
 	if !w.mounts.fresh() {
 		return api.Filesystem{}, 0, "", false
+	}
+	if fig, dev, at, ok := w.mounts.measureKnown(path, existing, now); ok {
+		return fig, dev, at, true
 	}
 	mnt, local := w.mounts.localMount(path)
 	if !local {
 		return api.Filesystem{}, 0, "", false
 	}
+	deepest, found := w.mounts.watchWay(path) // before the lookup: a change after it is seen
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	at = path
 	var fd int
@@ -212,7 +226,12 @@ func (w *Watcher) measureInline(path string, existing bool, now time.Time) (fig 
 		}
 		return api.Filesystem{}, 0, "", false // ELOOP (a symlink), ENOSYS (before 5.6), EACCES, ...: hand off
 	}
-	defer unix.Close(fd)
+	held := false
+	defer func() {
+		if !held {
+			unix.Close(fd)
+		}
+	}()
 	if at != path {
 		if mnt, local = w.mounts.localMount(at); !local {
 			return api.Filesystem{}, 0, "", false
@@ -233,5 +252,10 @@ func (w *Watcher) measureInline(path string, existing bool, now time.Time) (fig 
 	fig.Devno = strconv.FormatUint(uint64(stx.Dev_major), 10) + ":" + strconv.FormatUint(uint64(stx.Dev_minor), 10)
 	fig.Mountpoint, fig.FSType, fig.Device = mnt.MountPoint, mnt.FSType, mnt.Source
 	fig.SampledAt = now
+	keep := -1
+	if hold && at == path {
+		keep = fd
+	}
+	held = w.mounts.learn(path, existing, at, mnt, stx.Dev_major, stx.Dev_minor, sf.Fsid, keep, deepest, found) && keep >= 0
 	return fig, unix.Mkdev(stx.Dev_major, stx.Dev_minor), at, true
 }

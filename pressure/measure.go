@@ -35,14 +35,32 @@ func (w *Watcher) MeasureExisting(ctx context.Context, path string) (api.Filesys
 	return w.measure(ctx, cleanPath(path), true)
 }
 
+// MeasureSite is MeasureExisting of a write site's directory, asked at every launch:
+// once its way is known (known.go), the directory is held open (an O_PATH fd, as the
+// retention component holds the site's root) and the next call is the poll and an
+// fstatfs of it. Only a path that exists is held; the fd goes when the way is forgotten
+// (the next call or sampling tick after a change on the way, a mount table reload, the
+// end of Run).
+func (w *Watcher) MeasureSite(ctx context.Context, path string) (api.Filesystem, error) {
+	return w.measureHold(ctx, cleanPath(path), true, true)
+}
+
 // measure is Measure; with existing, of path's nearest existing ancestor. A call it
 // starts runs on the caller's goroutine when nothing on its way can wait on a server
 // (inline.go), else on a goroutine of its own that the caller waits for until ctx ends.
 func (w *Watcher) measure(ctx context.Context, path string, existing bool) (api.Filesystem, error) {
+	return w.measureHold(ctx, path, existing, false)
+}
+
+// measureHold is measure; with hold, a path measured inline may be held open (MeasureSite).
+func (w *Watcher) measureHold(ctx context.Context, path string, existing, hold bool) (api.Filesystem, error) {
 	p := w.proberFor(path)
 	_, entered := p.outstanding()
 	for {
 		c, started := p.claim(path, existing, w.opts.Now())
+		if started {
+			c.hold = hold // set by the caller that runs it, before it runs
+		}
 		if started && (ctx.Err() != nil || !w.runInline(p, c)) {
 			go w.run(p, c)
 		}

@@ -31,10 +31,12 @@ type mountTable struct {
 	// lexicalMount's answers for the table loaded at lexicalOf.
 	lexical   map[string]string
 	lexicalOf time.Time
+	// The ways of paths measured inline, for the next call (known.go).
+	known knownWays
 }
 
 func newMountTable(procRoot string) *mountTable {
-	return &mountTable{path: filepath.Join(procRoot, "self", "mountinfo"), ttl: 10 * time.Second}
+	return &mountTable{path: filepath.Join(procRoot, "self", "mountinfo"), ttl: 10 * time.Second, known: knownWays{ino: -1}}
 }
 
 // snapshot returns the current entries, reloading when they are older than the TTL, or

@@ -13,6 +13,7 @@ type call struct {
 	seq      uint64
 	path     string
 	existing bool // measure path's nearest existing ancestor (ExistingAncestor)
+	hold     bool // measured inline, the path may be held open (MeasureSite)
 	started  time.Time
 	done     chan struct{}
 

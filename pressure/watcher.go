@@ -135,6 +135,9 @@ func (w *Watcher) tick(ctx context.Context, wait bool) {
 		}
 	}
 	w.markStale(w.opts.Now())
+	// The known ways' events are read on every tick too, so a daemon that no call asks
+	// keeps a short inotify queue (known.go).
+	w.mounts.readKnownEvents()
 }
 
 // proberFor returns the prober of the filesystem that holds path by name. Keying by the
@@ -172,7 +175,7 @@ func (w *Watcher) run(p *prober, c *call) {
 // runInline is run on the caller's goroutine, when measureInline can measure c there
 // (inline.go); false, with c untouched, when the call is to go to a goroutine.
 func (w *Watcher) runInline(p *prober, c *call) bool {
-	fig, dev, at, ok := w.measureInline(c.path, c.existing, w.opts.Now())
+	fig, dev, at, ok := w.measureInline(c.path, c.existing, c.hold, w.opts.Now())
 	if !ok {
 		return false
 	}
