@@ -111,7 +111,7 @@ func (d *Daemon) launchAs(ctx context.Context, req api.LaunchRequest, uid uint32
 		if d.underPressure(path) {
 			return false
 		}
-		fs, err := c.pressure.MeasureExisting(ctx, path)
+		fs, err := c.pressure.MeasureSite(ctx, path)
 		return err == nil && !fs.Unavailable() && !need.short(fs) && !fs.BelowReclaim()
 	}
 	notes, err := c.pruneSite(ctx, req.Site, resp, roomy)
@@ -119,13 +119,16 @@ func (d *Daemon) launchAs(ctx context.Context, req api.LaunchRequest, uid uint32
 		return nil, err
 	}
 	path := ""
-	if resp.Site != nil {
-		path = resp.Site.Path
+	measure := c.pressure.MeasureExisting
+	if resp.Site != nil && resp.Site.Path != "" {
+		// The site's directory, asked about at every launch: held open between calls
+		// while its way is known (pressure.MeasureSite, issue 27).
+		path, measure = resp.Site.Path, c.pressure.MeasureSite
 	}
 	if path == "" && len(cfg.Filesystems) > 0 {
 		path = cfg.Filesystems[0].Path
 	}
-	fs, notes, err := d.ensureSpace(ctx, c, path, need, notes)
+	fs, notes, err := d.ensureSpace(ctx, c, path, measure, need, notes)
 	if p, ok := err.(*api.Problem); ok && p.Code == api.CodeFilesystemUnavailable && !mok {
 		return nil, mergeProblems([]*api.Problem{p, api.NewProblem(api.CodeMountUnavailable, "%s", mdetail)}, p.Filesystem, resp.Mounts)
 	}
@@ -242,12 +245,14 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	return notes, nil
 }
 
-// ensureSpace measures the filesystem that holds path and, when the call's needs do not
+// ensureSpace measures the filesystem that holds path (with measure: MeasureExisting, or
+// MeasureSite for a site's directory) and, when the call's needs do not
 // fit or it is below a reclaim threshold, runs reclaim and measures again. It refuses
 // with busy (a call that does not fit while another reclaim holds the lock, or a passed
 // deadline) and filesystem_unavailable (a statfs that fails).
-func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
-	fs, err := c.pressure.MeasureExisting(ctx, path)
+func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, measure func(context.Context, string) (api.Filesystem, error),
+	need launchNeeds, notes []string) (api.Filesystem, []string, error) {
+	fs, err := measure(ctx, path)
 	if err != nil && ctx.Err() != nil {
 		return fs, notes, d.deadlineProblem(fs, need.deadline, notes)
 	}
@@ -283,7 +288,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 				d.logger.Debug("launch waits for the reclaim in progress, sharing what it frees",
 					"filesystem", fs.Path, "need_bytes", need.bytes, "avail_bytes", fs.WorkloadAvail())
 			})
-			m, err := c.pressure.MeasureExisting(ctx, path)
+			m, err := measure(ctx, path)
 			return err == nil && !m.Unavailable() && !need.short(m)
 		}
 	}
@@ -304,7 +309,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, ne
 	default:
 		notes = append(notes, reclaimNote(run))
 	}
-	if m, err := c.pressure.MeasureExisting(context.WithoutCancel(ctx), path); err == nil {
+	if m, err := measure(context.WithoutCancel(ctx), path); err == nil {
 		fs = m
 	}
 	return fs, notes, nil
