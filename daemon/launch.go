@@ -118,17 +118,16 @@ func (d *Daemon) launchAs(ctx context.Context, req api.LaunchRequest, uid uint32
 	if err != nil {
 		return nil, err
 	}
-	path := ""
-	measure := c.pressure.MeasureExisting
+	at := measuredPath{}
 	if resp.Site != nil && resp.Site.Path != "" {
 		// The site's directory, asked about at every launch: held open between calls
 		// while its way is known (pressure.MeasureSite, issue 27).
-		path, measure = resp.Site.Path, c.pressure.MeasureSite
+		at = measuredPath{path: resp.Site.Path, site: true}
 	}
-	if path == "" && len(cfg.Filesystems) > 0 {
-		path = cfg.Filesystems[0].Path
+	if at.path == "" && len(cfg.Filesystems) > 0 {
+		at.path = cfg.Filesystems[0].Path
 	}
-	fs, notes, err := d.ensureSpace(ctx, c, path, measure, need, notes)
+	fs, notes, err := d.ensureSpace(ctx, c, at, need, notes)
 	if p, ok := err.(*api.Problem); ok && p.Code == api.CodeFilesystemUnavailable && !mok {
 		return nil, mergeProblems([]*api.Problem{p, api.NewProblem(api.CodeMountUnavailable, "%s", mdetail)}, p.Filesystem, resp.Mounts)
 	}
@@ -213,8 +212,8 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	}
 	// Every launch says it: appended with strconv, not fmt (issue 27).
 	// "site NAME holds N files; VERB N files (SIZE) in this call"
-	note := make([]byte, 0, 96+len(name))
-	note = append(note, "site "...)
+	var noteBuf [160]byte // on the stack: the note is copied into its string below
+	note := append(noteBuf[:0], "site "...)
 	note = append(note, name...)
 	note = append(note, " holds "...)
 	note = api.AppendCount(note, uint64(max(site.Files, 0)))
@@ -245,14 +244,28 @@ func (c *components) pruneSite(ctx context.Context, name string, resp *api.Launc
 	return notes, nil
 }
 
-// ensureSpace measures the filesystem that holds path (with measure: MeasureExisting, or
-// MeasureSite for a site's directory) and, when the call's needs do not
+// measuredPath is the path a launch measures: its site's directory (site), or the first
+// watched filesystem's path.
+type measuredPath struct {
+	path string
+	site bool // measured with MeasureSite, else MeasureExisting
+}
+
+// measure measures the filesystem that holds at's path, now.
+func (at measuredPath) measure(ctx context.Context, c *components) (api.Filesystem, error) {
+	if at.site {
+		return c.pressure.MeasureSite(ctx, at.path)
+	}
+	return c.pressure.MeasureExisting(ctx, at.path)
+}
+
+// ensureSpace measures the filesystem that holds at's path and, when the call's needs do not
 // fit or it is below a reclaim threshold, runs reclaim and measures again. It refuses
 // with busy (a call that does not fit while another reclaim holds the lock, or a passed
 // deadline) and filesystem_unavailable (a statfs that fails).
-func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, measure func(context.Context, string) (api.Filesystem, error),
-	need launchNeeds, notes []string) (api.Filesystem, []string, error) {
-	fs, err := measure(ctx, path)
+func (d *Daemon) ensureSpace(ctx context.Context, c *components, at measuredPath, need launchNeeds, notes []string) (api.Filesystem, []string, error) {
+	path := at.path
+	fs, err := at.measure(ctx, c)
 	if err != nil && ctx.Err() != nil {
 		return fs, notes, d.deadlineProblem(fs, need.deadline, notes)
 	}
@@ -288,7 +301,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, me
 				d.logger.Debug("launch waits for the reclaim in progress, sharing what it frees",
 					"filesystem", fs.Path, "need_bytes", need.bytes, "avail_bytes", fs.WorkloadAvail())
 			})
-			m, err := measure(ctx, path)
+			m, err := at.measure(ctx, c)
 			return err == nil && !m.Unavailable() && !need.short(m)
 		}
 	}
@@ -309,7 +322,7 @@ func (d *Daemon) ensureSpace(ctx context.Context, c *components, path string, me
 	default:
 		notes = append(notes, reclaimNote(run))
 	}
-	if m, err := measure(context.WithoutCancel(ctx), path); err == nil {
+	if m, err := at.measure(context.WithoutCancel(ctx), c); err == nil {
 		fs = m
 	}
 	return fs, notes, nil
@@ -335,11 +348,12 @@ func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mo
 		resp.Advice = &a
 		notes = append(notes, replaceNote(fs))
 	}
-	n := 224
-	for _, s := range notes {
-		n += len(s) + 2
+	var buf [512]byte // on the stack when the line fits: it is copied into Detail below
+	d := buf[:0]
+	if n := 224 + len(notes)*2 + notesLen(notes); n > len(buf) {
+		d = make([]byte, 0, n)
 	}
-	d := append(append(fs.AppendFingerprint(make([]byte, 0, n)), "; verdict "...), resp.Verdict...)
+	d = append(append(fs.AppendFingerprint(d), "; verdict "...), resp.Verdict...)
 	d = append(d, "; "...)
 	for i, s := range notes {
 		if i > 0 {
@@ -349,6 +363,14 @@ func launchVerdict(resp *api.LaunchResponse, need launchNeeds, mountsOK bool, mo
 	}
 	resp.Detail = string(d)
 	return resp, nil
+}
+
+func notesLen(notes []string) int {
+	n := 0
+	for _, s := range notes {
+		n += len(s)
+	}
+	return n
 }
 
 // short says the call's needs do not fit in the workload's free space: the room of a
