@@ -147,15 +147,12 @@ func (m *Manager) finish(j *job, state, reason, dir string) {
 		m.watch.remove(j.wd)
 		j.wd = 0
 	}
-	// keep_ended_max holds at once, at the cost of what it drops (pruneEndedLocked). A
-	// shared lease this job may have left without jobs is forgotten by a tick (it walks
-	// the jobs): woken for a job of one, as every end used to wake it.
+	// keep_ended_max holds at once, at the cost of what it drops (pruneEndedLocked), and
+	// so does the end of a shared lease whose last listed job that dropped.
 	m.pruneEndedLocked()
+	m.pruneUnusedLeasesLocked()
 	cbs := append([]func(string, string){}, m.onEnd...)
 	m.mu.Unlock()
-	if j.Lease != "" {
-		m.kick()
-	}
 	fields := map[string]any{"state": state, "reason": reason, "pid": j.PID, "cgroup": dir, "owner_uid": m.ownerUID(j)}
 	msg := "job " + state + ": " + reason
 	if state == api.JobLeaked {
@@ -205,14 +202,6 @@ func (m *Manager) addEndedLocked(j *job) {
 		i--
 	}
 	m.ended = slices.Insert(m.ended, i, j)
-}
-
-// leftListLocked is called as the listed job j leaves m.jobs (forgotten, its key
-// registered again): an ended one no longer counts against keep_ended_max.
-func (m *Manager) leftListLocked(j *job) {
-	if isEnded(j) && m.jobs[j.ID] == j {
-		m.endedN--
-	}
 }
 
 // indexEndedLocked rebuilds m.ended from m.jobs (after a load).

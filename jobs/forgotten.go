@@ -25,8 +25,7 @@ type forgotten struct {
 
 // forgetLocked drops j from the registry, remembering why.
 func (m *Manager) forgetLocked(j *job, why string) {
-	m.leftListLocked(j)
-	delete(m.jobs, j.ID)
+	m.unlistLocked(j)
 	m.logLocked(record{Op: "forget", ID: j.ID})
 	if m.forgot == nil {
 		m.forgot = map[string]forgotten{}

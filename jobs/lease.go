@@ -46,11 +46,52 @@ func (m *Manager) commitLeaseLocked(l lease) {
 	}
 	c := l
 	m.leases[l.Name] = &c
-	for _, j := range m.jobs {
-		if j.Lease == l.Name && j.State == api.JobRunning {
+	for j := range m.leaseJobs[l.Name] {
+		if j.State == api.JobRunning {
 			j.LeaseBoot = min(l.LeaseBoot, j.DeadlineBoot)
 		}
 	}
+}
+
+// listLocked lists j under its key, in place of any job listed there before, and among
+// its lease's jobs.
+func (m *Manager) listLocked(j *job) {
+	if old := m.jobs[j.ID]; old != nil {
+		m.unlistLocked(old)
+	}
+	m.jobs[j.ID] = j
+	if j.Lease == "" {
+		return
+	}
+	if m.leaseJobs == nil {
+		m.leaseJobs = map[string]map[*job]struct{}{}
+	}
+	js := m.leaseJobs[j.Lease]
+	if js == nil {
+		js = map[*job]struct{}{}
+		m.leaseJobs[j.Lease] = js
+	}
+	js[j] = struct{}{}
+}
+
+// unlistLocked takes the listed job j off the list: an ended one no longer counts
+// against keep_ended_max (m.ended), and a lease left without jobs is forgotten at the
+// next prune.
+func (m *Manager) unlistLocked(j *job) {
+	if m.jobs[j.ID] != j {
+		return
+	}
+	if isEnded(j) {
+		m.endedN--
+	}
+	if js := m.leaseJobs[j.Lease]; js != nil {
+		delete(js, j)
+		if len(js) == 0 {
+			delete(m.leaseJobs, j.Lease)
+			m.unusedLeases = append(m.unusedLeases, j.Lease)
+		}
+	}
+	delete(m.jobs, j.ID)
 }
 
 func leaseRecord(l lease) record { return record{Op: "lease", Lease: &l} }
@@ -76,8 +117,8 @@ func (m *Manager) renewLeaseLocked(l *lease, extend time.Duration) string {
 // leaseJobsLocked are the listed jobs of lease name, oldest first.
 func (m *Manager) leaseJobsLocked(name string) []*job {
 	var out []*job
-	for _, j := range m.jobs {
-		if j.Lease == name && !j.placing {
+	for j := range m.leaseJobs[name] {
+		if !j.placing {
 			out = append(out, j)
 		}
 	}
@@ -254,20 +295,27 @@ func (m *Manager) leaseView(key string) api.Lease {
 
 // pruneLeasesLocked drops leases no listed job names any more.
 func (m *Manager) pruneLeasesLocked() {
-	if len(m.leases) == 0 {
-		return
-	}
-	used := map[string]bool{}
-	for _, j := range m.jobs {
-		if j.Lease != "" {
-			used[j.Lease] = true
-		}
-	}
+	m.unusedLeases = m.unusedLeases[:0]
 	for name := range m.leases {
-		if !used[name] {
-			delete(m.leases, name)
-			m.logLocked(record{Op: "lease_forget", ID: name})
-		}
+		m.forgetUnusedLeaseLocked(name)
+	}
+}
+
+// pruneUnusedLeasesLocked is pruneLeasesLocked of the leases whose last listed job left
+// the list since the last prune: what a job's end may have dropped.
+func (m *Manager) pruneUnusedLeasesLocked() {
+	for _, name := range m.unusedLeases {
+		m.forgetUnusedLeaseLocked(name)
+	}
+	clear(m.unusedLeases)
+	m.unusedLeases = m.unusedLeases[:0]
+}
+
+// forgetUnusedLeaseLocked drops the lease name if it exists and no listed job names it.
+func (m *Manager) forgetUnusedLeaseLocked(name string) {
+	if m.leases[name] != nil && len(m.leaseJobs[name]) == 0 {
+		delete(m.leases, name)
+		m.logLocked(record{Op: "lease_forget", ID: name})
 	}
 }
 

@@ -194,9 +194,14 @@ type Manager struct {
 	restartGap        bool // the first tick measures the gap since the last saved tick
 	tickFile          *os.File
 
-	leases      map[string]*lease    // shared leases by name (lease.go)
-	forgot      map[string]forgotten // ended jobs dropped from the list (forgotten.go)
-	forgotOrder []string             // their ids, oldest first
+	leases map[string]*lease // shared leases by name (lease.go)
+	// leaseJobs are the listed jobs of each shared lease, by its key (listLocked), so
+	// that a lease's renewal or a job joining it touches its jobs, not every job.
+	// unusedLeases: leases whose last listed job left the list since the last prune.
+	leaseJobs    map[string]map[*job]struct{}
+	unusedLeases []string
+	forgot       map[string]forgotten // ended jobs dropped from the list (forgotten.go)
+	forgotOrder  []string             // their ids, oldest first
 
 	journal *journal // the registry on disk (journal.go); nil: memory only
 	regErr  error    // why the registry cannot be written now; nil while it can

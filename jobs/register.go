@@ -225,11 +225,7 @@ func (m *Manager) admit(req api.JobRequest, by Caller, a admission) (*job, error
 		m.mu.Unlock()
 		return nil, api.NewProblem(api.CodeStateUnavailable, "job %q not registered: the registry in %s cannot be written, so the job would be forgotten by a restart of sandboxd and outlive its lease: %v", req.ID, m.opts.RegistryDir, err)
 	}
-	if old := m.jobs[key]; old != nil {
-		m.leftListLocked(old) // an ended job of that key, listed until now
-	}
-	delete(m.jobs, key)
-	m.jobs[key] = j
+	m.listLocked(j) // in place of an ended job of that key, listed until now
 	if req.Lease != "" {
 		m.commitLeaseLocked(shared)
 	}
@@ -255,7 +251,7 @@ func (m *Manager) holderLocked(key, id string, uid uint32) *job {
 func (m *Manager) drop(j *job) {
 	m.mu.Lock()
 	if m.jobs[j.ID] == j {
-		delete(m.jobs, j.ID)
+		m.unlistLocked(j)
 		m.logLocked(record{Op: "forget", ID: j.ID})
 	}
 	m.mu.Unlock()

@@ -150,7 +150,7 @@ func (m *Manager) loadFrom(jr *journal, recs []record, bad int) {
 				}
 			}
 		}
-		m.jobs[j.ID] = j
+		m.listLocked(j)
 	}
 	m.indexEndedLocked()
 	for _, l := range leases {

@@ -16,12 +16,21 @@ import (
 // the registration and the dead-man switch read none of theirs), leased for an hour. Reported besides the
 // wall time of the call: the process's CPU time per registration (getrusage, so the
 // dead-man switch's own goroutine counts), measured once its loop has settled. Issue 27:
-// each registration woke a tick that walked every job under the registry's lock.
+// each registration woke a tick that walked every job under the registry's lock, and one
+// that joined a shared lease walked every job again to renew the lease's.
 //
 //	CI=true go test -run '^$' -bench RegisterWithLiveJobs -benchtime=300x ./jobs/
 func BenchmarkRegisterWithLiveJobs(b *testing.B) {
-	for _, live := range []int{100, 10000} {
-		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
+	for _, c := range []struct {
+		live  int
+		lease string
+	}{{100, ""}, {10000, ""}, {100, "sess"}, {10000, "sess"}} {
+		live := c.live
+		name := fmt.Sprintf("live=%d", live)
+		if c.lease != "" {
+			name += "/lease" // every registration joins one session lease
+		}
+		b.Run(name, func(b *testing.B) {
 			f := newFixture(b, func(o *Options) {
 				o.MaxJobs, o.DefaultTTL, o.SweepInterval, o.Logger = live+b.N+16, time.Hour, time.Hour, nil
 			})
@@ -63,7 +72,7 @@ func BenchmarkRegisterWithLiveJobs(b *testing.B) {
 			unix.Getrusage(unix.RUSAGE_SELF, &r0)
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := f.m.Register(api.JobRequest{ID: fmt.Sprintf("bench-%05d", i), PID: pids[i]}, Caller{}); err != nil {
+				if _, err := f.m.Register(api.JobRequest{ID: fmt.Sprintf("bench-%05d", i), PID: pids[i], Lease: c.lease}, Caller{}); err != nil {
 					b.Fatal(err)
 				}
 			}
