@@ -174,13 +174,19 @@ func (m *Manager) finishLocked(j *job, state, reason string) {
 	if j.live() {
 		m.endedTotal[reason]++
 	}
-	wasEnded := isEnded(j)
+	wasEnded, listed := isEnded(j), m.jobs[j.ID] == j
+	if listed {
+		m.countLiveLocked(j, -1) // counted again below if it is still live
+	}
 	j.State, j.Reason = state, reason
+	if listed {
+		m.countLiveLocked(j, 1)
+	}
 	if j.EndedAt.IsZero() {
 		j.EndedAt = m.opts.Now().Round(time.Millisecond)
 		j.EndedBoot = boottime()
 	}
-	if !wasEnded && isEnded(j) && m.jobs[j.ID] == j {
+	if !wasEnded && isEnded(j) && listed {
 		m.addEndedLocked(j)
 	}
 	select {

@@ -60,6 +60,7 @@ func (m *Manager) listLocked(j *job) {
 		m.unlistLocked(old)
 	}
 	m.jobs[j.ID] = j
+	m.countLiveLocked(j, 1)
 	if j.Lease == "" {
 		return
 	}
@@ -74,6 +75,19 @@ func (m *Manager) listLocked(j *job) {
 	js[j] = struct{}{}
 }
 
+// countLiveLocked adds d to the live count of j's owner when j is live (liveOf).
+func (m *Manager) countLiveLocked(j *job, d int) {
+	if !j.live() || j.Owner == nil {
+		return
+	}
+	if m.liveOf == nil {
+		m.liveOf = map[uint32]int{}
+	}
+	if m.liveOf[j.Owner.UID] += d; m.liveOf[j.Owner.UID] <= 0 {
+		delete(m.liveOf, j.Owner.UID)
+	}
+}
+
 // unlistLocked takes the listed job j off the list: an ended one no longer counts
 // against keep_ended_max (m.ended), and a lease left without jobs is forgotten at the
 // next prune.
@@ -84,6 +98,7 @@ func (m *Manager) unlistLocked(j *job) {
 	if isEnded(j) {
 		m.endedN--
 	}
+	m.countLiveLocked(j, -1)
 	if js := m.leaseJobs[j.Lease]; js != nil {
 		delete(js, j)
 		if len(js) == 0 {

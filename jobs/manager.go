@@ -200,8 +200,12 @@ type Manager struct {
 	// unusedLeases: leases whose last listed job left the list since the last prune.
 	leaseJobs    map[string]map[*job]struct{}
 	unusedLeases []string
-	forgot       map[string]forgotten // ended jobs dropped from the list (forgotten.go)
-	forgotOrder  []string             // their ids, oldest first
+	// liveOf counts the listed live jobs (running, ending) of each owner's uid, kept by
+	// listLocked, unlistLocked and finishLocked: max_per_uid is checked at every
+	// registration of a uid other than root's, which counted them by walking every job.
+	liveOf      map[uint32]int
+	forgot      map[string]forgotten // ended jobs dropped from the list (forgotten.go)
+	forgotOrder []string             // their ids, oldest first
 
 	journal *journal // the registry on disk (journal.go); nil: memory only
 	regErr  error    // why the registry cannot be written now; nil while it can

@@ -97,15 +97,7 @@ func (m *Manager) inOwnJobLocked(j *job, by Caller) error {
 }
 
 // liveOfLocked counts the live jobs uid owns; caller holds m.mu.
-func (m *Manager) liveOfLocked(uid uint32) int {
-	n := 0
-	for _, j := range m.jobs {
-		if j.live() && j.Owner != nil && j.Owner.UID == uid {
-			n++
-		}
-	}
-	return n
-}
+func (m *Manager) liveOfLocked(uid uint32) int { return m.liveOf[uid] }
 
 // Resolve is the job id names for by (findLocked): its key, which OnEnd passes when it
 // ends, its owner's uid and its state. Errors are *api.Problem.

@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"fmt"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,15 +26,19 @@ func BenchmarkRegisterWithLiveJobs(b *testing.B) {
 	for _, c := range []struct {
 		live  int
 		lease string
-	}{{100, ""}, {10000, ""}, {100, "sess"}, {10000, "sess"}} {
+		uid   uint32
+	}{{100, "", 0}, {10000, "", 0}, {100, "sess", 0}, {10000, "sess", 0}, {100, "", 65534}, {10000, "", 65534}} {
 		live := c.live
 		name := fmt.Sprintf("live=%d", live)
 		if c.lease != "" {
 			name += "/lease" // every registration joins one session lease
 		}
+		if c.uid != 0 {
+			name += "/uid" // registered by uid 65534 (its processes), so max_per_uid is checked
+		}
 		b.Run(name, func(b *testing.B) {
 			f := newFixture(b, func(o *Options) {
-				o.MaxJobs, o.DefaultTTL, o.SweepInterval, o.Logger = live+b.N+16, time.Hour, time.Hour, nil
+				o.MaxJobs, o.MaxPerUID, o.DefaultTTL, o.SweepInterval, o.Logger = live+b.N+16, b.N+16, time.Hour, time.Hour, nil
 			})
 			boot := boottime()
 			f.m.mu.Lock()
@@ -52,7 +58,17 @@ func BenchmarkRegisterWithLiveJobs(b *testing.B) {
 			})
 			pids := make([]int, b.N)
 			for i := range pids {
-				pids[i] = spawn(b, `exec sleep 600`).Process.Pid
+				if c.uid == 0 {
+					pids[i] = spawn(b, `exec sleep 600`).Process.Pid
+					continue
+				}
+				p := exec.Command("sleep", "600")
+				p.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.uid}}
+				if err := p.Start(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { p.Process.Kill(); p.Wait() })
+				pids[i] = p.Process.Pid
 			}
 			settle := func() {
 				// The loop has ticked, taken any wake and finished its walk once the wake
@@ -72,7 +88,7 @@ func BenchmarkRegisterWithLiveJobs(b *testing.B) {
 			unix.Getrusage(unix.RUSAGE_SELF, &r0)
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := f.m.Register(api.JobRequest{ID: fmt.Sprintf("bench-%05d", i), PID: pids[i], Lease: c.lease}, Caller{}); err != nil {
+				if _, err := f.m.Register(api.JobRequest{ID: fmt.Sprintf("bench-%05d", i), PID: pids[i], Lease: c.lease}, Caller{UID: c.uid}); err != nil {
 					b.Fatal(err)
 				}
 			}
