@@ -92,6 +92,21 @@ func startMountDaemon(t testing.TB, mounts ...mountSpec) *testDaemon {
 		body += m.toml()
 	}
 	td := startDaemon(t, body, probeSelf)
+	logEventsOnFailure(t, td)
+	return td
+}
+
+// startTiedMountDaemon is startMountDaemon with registered mounts tied to the jobs of
+// tie, wired before Run starts (wired after, it raced with Run's start-up release).
+func startTiedMountDaemon(t testing.TB, tie jobTie) *testDaemon {
+	t.Helper()
+	td := startDaemon(t, noSites(t.TempDir()), probeSelf, withJobs(tie))
+	logEventsOnFailure(t, td)
+	return td
+}
+
+// logEventsOnFailure logs the daemon's events when t fails.
+func logEventsOnFailure(t testing.TB, td *testDaemon) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, e := range td.events(t) {
@@ -99,7 +114,6 @@ func startMountDaemon(t testing.TB, mounts ...mountSpec) *testDaemon {
 			}
 		}
 	})
-	return td
 }
 
 func (td *testDaemon) status(t testing.TB) api.Status {

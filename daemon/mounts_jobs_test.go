@@ -123,8 +123,7 @@ func (s sessionMount) checkReleased(t *testing.T, td *testDaemon, why string) {
 // exited, events recorded. A registration naming a job that does not run is 404.
 func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
 	m := testJobs(t)
-	td := startMountDaemon(t)
-	td.d.wireJobTie(managerTie{m})
+	td := startTiedMountDaemon(t, managerTie{m})
 	// A job whose lease lapses: 2 s TTL and no heartbeat.
 	ttl := api.Duration(2 * time.Second)
 	if _, err := m.Register(api.JobRequest{ID: "lapse1", PID: sleeper(t), TTL: &ttl}, jobs.Caller{}); err != nil {
@@ -194,8 +193,7 @@ func TestJobTiedMountReleasedWithTheJob(t *testing.T) {
 func TestRegisteredMountsAfterRestartWithJobs(t *testing.T) {
 	m := testJobs(t)
 	tie := &switchTie{managerTie: managerTie{m}}
-	td := startMountDaemon(t)
-	td.d.wireJobTie(tie)
+	td := startTiedMountDaemon(t, tie)
 	for _, id := range []string{"keep1", "gone1"} {
 		if _, err := m.Register(api.JobRequest{ID: id, PID: sleeper(t)}, jobs.Caller{}); err != nil {
 			t.Fatal(err)

@@ -330,8 +330,7 @@ func daemonGoroutines(d *Daemon) []string {
 // (TestRegisteredMountsAfterRestartWithJobs).
 func TestNothingRunsAfterRunReturns(t *testing.T) {
 	m := testJobs(t)
-	td := startMountDaemon(t)
-	td.d.wireJobTie(managerTie{m})
+	td := startTiedMountDaemon(t, managerTie{m})
 	if _, err := m.Register(api.JobRequest{ID: "after1", PID: sleeper(t)}, jobs.Caller{}); err != nil {
 		t.Fatal(err)
 	}
