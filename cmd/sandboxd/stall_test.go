@@ -172,7 +172,7 @@ func TestStallGrace(t *testing.T) {
 	// stall is granted as the first was (CI saw the lease run 26 s past the first event).
 	last := ev
 	for _, e := range evs {
-		if slices.Contains(e.Fields["ids"].([]any), any("dead")) {
+		if ids, _ := e.Fields["ids"].([]any); slices.Contains(ids, any("dead")) {
 			last = e
 		}
 	}
