@@ -28,7 +28,7 @@ func doubleFork(dir string) string {
 func pidIn(t *testing.T, file string) int {
 	t.Helper()
 	var pid int
-	poll(t, 30*time.Second, "pid file "+file, func() bool {
+	poll(t, time.Minute, "pid file "+file, func() bool {
 		b, err := os.ReadFile(file)
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && pid > 0
@@ -195,7 +195,7 @@ func TestClientStartDiskFull(t *testing.T) {
 	td := startDaemon(t, body)
 	testenv.Fill(filepath.Join(site, "fill"), 64<<20)
 	ctx := context.Background()
-	poll(t, 30*time.Second, "a sample of the full filesystem", func() bool {
+	poll(t, time.Minute, "a sample of the full filesystem", func() bool {
 		st, err := td.client.Status(ctx)
 		return err == nil && len(st.Filesystems) > 0 && st.Filesystems[0].AvailBytes == 0
 	})

@@ -163,7 +163,7 @@ func (td *testDaemon) eventsWith(t testing.TB, kind, substr string) []api.Event 
 func (td *testDaemon) waitMountState(t testing.TB, name, state string) api.Mount {
 	t.Helper()
 	var m api.Mount
-	poll(t, 30*time.Second, "mount "+name+" "+state, func() bool {
+	poll(t, time.Minute, "mount "+name+" "+state, func() bool {
 		m = td.mount(t, name)
 		return m.State == state && m.LastProbeAt != nil
 	})
@@ -249,11 +249,11 @@ func TestMountStaticCredentialsRemounted(t *testing.T) {
 	td := startMountDaemon(t, mountSpec{name: "agent", path: mnt, interval: 200 * time.Millisecond, timeout: 2 * time.Second,
 		canary: true, cred: cred, remount: srv.RemountCommand(time.Hour), maxRemounts: 20})
 	td.waitMountState(t, "agent", api.MountHealthy)
-	poll(t, 30*time.Second, "a denied event", func() bool {
+	poll(t, time.Minute, "a denied event", func() bool {
 		return len(td.eventsWith(t, api.EventMountProbe, "is denied: EACCES")) > 0
 	})
 	var m api.Mount
-	poll(t, 30*time.Second, "healthy after a remount", func() bool {
+	poll(t, time.Minute, "healthy after a remount", func() bool {
 		m = td.mount(t, "agent")
 		return m.State == api.MountHealthy && m.RemountsTotal >= 1
 	})
@@ -278,7 +278,7 @@ func TestMountKilledServerRemounted(t *testing.T) {
 		canary: true, remount: gated(gate, srv.StartCommand()), maxRemounts: 30})
 	td.waitMountState(t, "agent", api.MountHealthy)
 	srv.Kill()
-	poll(t, 30*time.Second, "a disconnected event", func() bool {
+	poll(t, time.Minute, "a disconnected event", func() bool {
 		return len(td.eventsWith(t, api.EventMountProbe, "is disconnected: ENOTCONN")) > 0
 	})
 	checkRefusal(t, td, "agent", mnt, api.MountDisconnected)
@@ -313,7 +313,7 @@ func checkRefusal(t *testing.T, td *testDaemon, name, path, state string) {
 	var p api.Problem
 	var code int
 	seen := map[string]bool{}
-	poll(t, 30*time.Second, "a refusal naming the errno", func() bool {
+	poll(t, time.Minute, "a refusal naming the errno", func() bool {
 		code, p = launchMounts(t, td, name)
 		if key := fmt.Sprint(code, p.Detail); !seen[key] && len(seen) < 20 {
 			seen[key] = true
@@ -414,10 +414,10 @@ func TestMountHungAbortedAndRemounted(t *testing.T) {
 
 	lp := startLivez(td, 20*time.Millisecond)
 	srv.Hang()
-	poll(t, 30*time.Second, "a hung event", func() bool {
+	poll(t, time.Minute, "a hung event", func() bool {
 		return len(td.eventsWith(t, api.EventMountProbe, "is hung: ETIMEDOUT")) > 0
 	})
-	poll(t, 30*time.Second, "an abort event", func() bool {
+	poll(t, time.Minute, "an abort event", func() bool {
 		return len(td.eventsWith(t, api.EventMountAbort, "aborted hung connection")) > 0
 	})
 	checkRefusal(t, td, "agent", mnt, api.MountHung)
@@ -438,7 +438,7 @@ func TestMountHungAbortedAndRemounted(t *testing.T) {
 	// (e) Nothing stays stuck: the probe children caught in the hung mount were freed by
 	// the abort and reaped, so the goroutines that waited for them are gone.
 	const slack = 8
-	poll(t, 30*time.Second, fmt.Sprintf("goroutines back to about %d", before), func() bool {
+	poll(t, time.Minute, fmt.Sprintf("goroutines back to about %d", before), func() bool {
 		return runtime.NumGoroutine() <= before+slack
 	})
 	t.Logf("goroutines %d → %d, threads %d → %d", before, runtime.NumGoroutine(), threadsBefore, threads())

@@ -141,7 +141,7 @@ func TestRegisteredMountCredentialExpired(t *testing.T) {
 	}
 	t.Logf("refusal before any EACCES: %s", p.Detail)
 	// Then the server denies, the mount goes denied, and the remount restores it.
-	poll(t, 30*time.Second, "denied", func() bool { return len(td.eventsWith(t, api.EventMountProbe, "is denied: EACCES")) > 0 })
+	poll(t, time.Minute, "denied", func() bool { return len(td.eventsWith(t, api.EventMountProbe, "is denied: EACCES")) > 0 })
 	m := td.waitMountState(t, "agent-s18", api.MountHealthy)
 	waitRemountEventFor(t, td, "agent-s18", m)
 	exp := td.eventsWith(t, api.EventCredential, "without a refresh (CredentialExpired)")

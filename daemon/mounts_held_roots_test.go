@@ -113,7 +113,7 @@ func restoreJobMount(t *testing.T, held bool) {
 
 	// The start-up check of job-tied mounts, once the registry is loaded: kept, or (before
 	// the fix) released as if its job were gone.
-	poll(t, 30*time.Second, "the start-up check of the job-tied mount", func() bool {
+	poll(t, time.Minute, "the start-up check of the job-tied mount", func() bool {
 		return len(td.eventsWith(t, api.EventMountRegistry, "checked against the job registry")) > 0 ||
 			len(td.eventsWith(t, api.EventMountRegistry, "released mount sess-held")) > 0
 	})
@@ -133,5 +133,5 @@ func restoreJobMount(t *testing.T, held bool) {
 	}
 	s := sessionMount{name: "sess-held", mnt: mnt, link: link, srv: srv}
 	s.checkReleased(t, td, "job old@65534 ended (deleted)")
-	poll(t, 30*time.Second, "the job's process to end", func() bool { return !procAlive(proc.Process.Pid) })
+	poll(t, time.Minute, "the job's process to end", func() bool { return !procAlive(proc.Process.Pid) })
 }

@@ -99,7 +99,7 @@ func newSessionMount(t *testing.T, td *testDaemon, name, job string) sessionMoun
 func (s sessionMount) checkReleased(t *testing.T, td *testDaemon, why string) {
 	t.Helper()
 	pid := s.srv.Pid()
-	poll(t, 30*time.Second, "the release of "+s.name, func() bool {
+	poll(t, time.Minute, "the release of "+s.name, func() bool {
 		return len(td.eventsWith(t, api.EventMountRegistry, "released mount "+s.name)) > 0
 	})
 	ev := td.eventsWith(t, api.EventMountRegistry, "released mount "+s.name)[0]

@@ -515,7 +515,7 @@ grace = "500ms"
 	}
 
 	// mount_unavailable: a launch needing the configured mount that is not mounted.
-	poll(t, 30*time.Second, "mount gone's first probe", func() bool {
+	poll(t, time.Minute, "mount gone's first probe", func() bool {
 		_, data := do("GET", "/v1/mounts/gone", "")
 		var m api.Mount
 		json.Unmarshal(data, &m)
@@ -529,7 +529,7 @@ grace = "500ms"
 	testenv.Fill(filepath.Join(small, "site", "fill"), 64<<20)
 	fillFiles(t, filepath.Join(inodes, "site"))
 	os.Remove(filepath.Join(gone, "watched")) // by path: a test tmpfs
-	poll(t, 30*time.Second, "the samples of the filled and the removed filesystems", func() bool {
+	poll(t, time.Minute, "the samples of the filled and the removed filesystems", func() bool {
 		st, err := td.client.Status(context.Background())
 		if err != nil {
 			return false

@@ -54,7 +54,7 @@ func TestStateDirFullIsAWarning(t *testing.T) {
 		os.WriteFile(filepath.Join(site, fmt.Sprintf("job%d.pid", i)), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644)
 		time.Sleep(1500 * time.Millisecond)
 	}
-	poll(t, 30*time.Second, "StateNotPersistent true", func() bool { return persistCond(t, td).Status })
+	poll(t, time.Minute, "StateNotPersistent true", func() bool { return persistCond(t, td).Status })
 	if code, _, body := td.do(t, "GET", "/v1/health", ""); code != 200 || !strings.Contains(body, `"warning"`) {
 		t.Errorf("health with the state dir full: %d %s, want 200 warning", code, body)
 	}

@@ -56,7 +56,7 @@ func TestHungMountSeenDespiteNonRootRegistrant(t *testing.T) {
 		t.Fatalf("65534 registers: %d %s", code, answer)
 	}
 	first := td.waitMountState(t, "cfg-agent", api.MountHealthy).LastProbeAt
-	poll(t, 30*time.Second, "ten more probe rounds of both mounts", func() bool {
+	poll(t, time.Minute, "ten more probe rounds of both mounts", func() bool {
 		m, n := td.mount(t, "cfg-agent"), td.mount(t, "nobody-agent")
 		return m.LastProbeAt.Sub(*first) > 10*interval && n.LastProbeAt != nil
 	})

@@ -243,7 +243,7 @@ func TestReloadRaces(t *testing.T) {
 	type span struct{ from, to time.Time }
 	var drains map[string][]span // by site
 	n := 0
-	poll(t, 30*time.Second, "the drains to end", func() bool {
+	poll(t, time.Minute, "the drains to end", func() bool {
 		drains, n = map[string][]span{}, 0
 		for _, e := range td.eventsWith(t, api.EventPrune, "drain of site") {
 			at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e.Fields["started_at"]))

@@ -174,7 +174,7 @@ path = "%[1]s/cache"
 		return ""
 	}
 	// Ready is not scanned: the site's first scan runs beside the daemon's start.
-	poll(t, 30*time.Second, "the site's first scan", func() bool { return site() != "not scanned yet" })
+	poll(t, time.Minute, "the site's first scan", func() bool { return site() != "not scanned yet" })
 	if p := site(); p != "" {
 		t.Fatalf("site problem before the reload: %q", p)
 	}
@@ -189,7 +189,7 @@ path = "%[1]s/cache"
 	if err := td.d.Reload(); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	poll(t, 30*time.Second, "the site to see the new protected path", func() bool {
+	poll(t, time.Minute, "the site to see the new protected path", func() bool {
 		return strings.Contains(site(), "lies inside the protected path "+filepath.Join(T, "alias"))
 	})
 	before := fingerprintExcept(t, filepath.Join(T, "cache"))

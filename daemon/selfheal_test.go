@@ -133,7 +133,7 @@ protect = ["/home", "/root"]
 	}
 	poll(t, time.Minute, "DiskPressure raised", func() bool { _, ok := active(api.CondDiskPressure); return ok })
 	os.Remove(fill) // the writer's own clean-up: no reclaim answered it
-	poll(t, 30*time.Second, "the held message to follow the disk", func() bool {
+	poll(t, time.Minute, "the held message to follow the disk", func() bool {
 		c, ok := active(api.CondDiskPressure)
 		return ok && strings.Contains(c.Message, "32.0 MiB free") && strings.Contains(c.Message, "clears at")
 	})

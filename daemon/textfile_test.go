@@ -303,7 +303,7 @@ func TestTextfileScrapedByNodeExporter(t *testing.T) {
 	// control's error is in, so is anything the first scrape logged, and that must be
 	// nothing. If node_exporter took the duplicates silently, the wait fails.
 	control := regexp.MustCompile(`error gathering metrics.*go_[a-z_]+`)
-	testenv.Eventually(t, 30*time.Second, "node_exporter to log the control file's duplicate go_* families", func() bool {
+	testenv.Eventually(t, time.Minute, "node_exporter to log the control file's duplicate go_* families", func() bool {
 		return control.MatchString(log.String())
 	})
 	if n := strings.Count(log.String(), "error gathering metrics"); n != 1 {

@@ -95,12 +95,12 @@ path = %q
 	// transition_period "0s": DiskPressure raised at 0 B free clears at the first sample
 	// with room again (with the 1m default it holds for a minute).
 	fillToFull(t, mnt)
-	poll(t, 30*time.Second, "DiskPressure at 0 B free", func() bool {
+	poll(t, time.Minute, "DiskPressure at 0 B free", func() bool {
 		st, _ := td.client.Status(ctx)
 		return condition(st, api.CondDiskPressure, mnt).Status
 	})
 	os.Remove(filepath.Join(mnt, "userdata"))
-	poll(t, 30*time.Second, "DiskPressure to clear at once", func() bool {
+	poll(t, time.Minute, "DiskPressure to clear at once", func() bool {
 		st, _ := td.client.Status(ctx)
 		return !condition(st, api.CondDiskPressure, mnt).Status
 	})

@@ -81,7 +81,7 @@ func TestRegistryHeldIsWaitedFor(t *testing.T) {
 	}
 
 	// The condition turns critical a moment before the ERROR line is written: wait for both.
-	waitFor(t, 30*time.Second, "JobRegistryHeld to turn critical once RegistryWait passed, and its ERROR line", func() bool {
+	waitFor(t, time.Minute, "JobRegistryHeld to turn critical once RegistryWait passed, and its ERROR line", func() bool {
 		c := heldCond(m)
 		return c != nil && c.Reason == "Stuck" && c.Severity == api.HealthCritical && strings.Contains(logs.String(), "level=ERROR")
 	})
@@ -128,7 +128,7 @@ func TestRegistryHeldIsWaitedFor(t *testing.T) {
 	if v, err := m.End(ectx, "before", api.ReasonDeleted, true); err != nil || v.State != api.JobKilled {
 		t.Fatalf("end of the adopted job: %+v %v", v, err)
 	}
-	waitFor(t, 30*time.Second, "the adopted job's process to end", func() bool { return !alive(p.Process.Pid) })
+	waitFor(t, time.Minute, "the adopted job's process to end", func() bool { return !alive(p.Process.Pid) })
 }
 
 // A Manager that stops while another daemon still holds the registry leaves it alone: it

@@ -60,7 +60,7 @@ func TestSharedLease(t *testing.T) {
 		t.Fatalf("lease heartbeat after a restart: %v", err)
 	}
 	// Not renewed any more: its lapse ends every job of it, and only those.
-	waitFor(t, 30*time.Second, "every job of the lapsed lease to end", func() bool {
+	waitFor(t, time.Minute, "every job of the lapsed lease to end", func() bool {
 		for i := range 3 {
 			if v, _ := f.m.Get(fmt.Sprintf("s1-%d", i)); v.State != api.JobKilled || v.Reason != api.ReasonLeaseExpired {
 				return false

@@ -225,7 +225,7 @@ func (f *fixture) waitFor(what string, cond func() bool) {
 			f.t.Logf("snapshot when the wait ended: %+v", f.w.Snapshot())
 		}
 	}()
-	testenv.Eventually(f.t, 30*time.Second, what, cond)
+	testenv.Eventually(f.t, time.Minute, what, cond)
 	waited = true
 }
 

@@ -86,5 +86,5 @@ func cond(t *testing.T, w *Watcher, typ, subject string) api.Condition {
 // poll waits up to 30 s for ok, failing with what.
 func poll(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, what, ok)
+	testenv.Eventually(t, time.Minute, what, ok)
 }

@@ -246,7 +246,7 @@ func TestStatusShowsCaches(t *testing.T) {
 	// The cache list is the reclaimer's first discovery, made in the background right
 	// after start; a person running status a moment later sees it.
 	var r result
-	testenv.Eventually(t, 30*time.Second, "status to list the caches", func() bool {
+	testenv.Eventually(t, time.Minute, "status to list the caches", func() bool {
 		r = sandboxd(t, nil, "status", "--socket", sock)
 		return strings.Contains(r.stdout, "CACHES")
 	})

@@ -40,7 +40,7 @@ func TestHandoverKeepsTheJobRegistry(t *testing.T) {
 	}
 	t.Cleanup(func() { runner.Process.Kill(); runner.Wait() })
 	cmdPid := readPidFile(t, pids+"/cmd")
-	waitUntil(t, 30*time.Second, "the old daemon's job to run", func() bool { return jobState(t, sock, "before").State == api.JobRunning })
+	waitUntil(t, time.Minute, "the old daemon's job to run", func() bool { return jobState(t, sock, "before").State == api.JobRunning })
 
 	// The new daemon starts while the old one serves, and waits.
 	newLog, exited := serveWaiting(t, dir)
@@ -52,7 +52,7 @@ func TestHandoverKeepsTheJobRegistry(t *testing.T) {
 	if err := old.Wait(); err != nil {
 		t.Errorf("the old daemon exited with %v after SIGTERM, want 0", err)
 	}
-	waitUntil(t, 30*time.Second, "the new daemon to take the socket", func() bool {
+	waitUntil(t, time.Minute, "the new daemon to take the socket", func() bool {
 		return strings.Contains(newLog.String(), "socket taken")
 	})
 	// A runner waits for /readyz before it registers: the new daemon is ready once it
@@ -80,7 +80,7 @@ func TestHandoverKeepsTheJobRegistry(t *testing.T) {
 	if r := sandboxd(t, env, "jobs", "end", "before"); r.code != 0 {
 		t.Fatalf("jobs end before: %d %s%s", r.code, r.stdout, r.stderr)
 	}
-	waitUntil(t, 30*time.Second, "the adopted job's process to end", func() bool { return !alivePid(cmdPid) })
+	waitUntil(t, time.Minute, "the adopted job's process to end", func() bool { return !alivePid(cmdPid) })
 
 	select {
 	case err := <-exited:
@@ -94,7 +94,7 @@ func waitReady(t *testing.T, sock string) {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: client.DialUnix(sock)}, Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
-	waitUntil(t, 30*time.Second, "/readyz to answer 200", func() bool {
+	waitUntil(t, time.Minute, "/readyz to answer 200", func() bool {
 		resp, err := hc.Get("http://sandboxd/readyz")
 		if err != nil {
 			return false
@@ -122,7 +122,7 @@ func TestSharedRegistryWaitsForTheOtherDaemon(t *testing.T) {
 	}
 	t.Cleanup(func() { runner.Process.Kill(); runner.Wait() })
 	cmdPid := readPidFile(t, pids+"/cmd")
-	waitUntil(t, 30*time.Second, "daemon A's job to run", func() bool { return jobState(t, sockA, "before").State == api.JobRunning })
+	waitUntil(t, time.Minute, "daemon A's job to run", func() bool { return jobState(t, sockA, "before").State == api.JobRunning })
 
 	// Daemon B: its own socket and state dir, A's registry.
 	sockB := filepath.Join(dirB, "s.sock")
@@ -160,7 +160,7 @@ func TestSharedRegistryWaitsForTheOtherDaemon(t *testing.T) {
 		return resp.StatusCode
 	}
 	var rz api.Livez
-	waitUntil(t, 30*time.Second, "daemon B to answer /readyz 503 waiting for the job registry", func() bool {
+	waitUntil(t, time.Minute, "daemon B to answer /readyz 503 waiting for the job registry", func() bool {
 		return get("/readyz", &rz) == http.StatusServiceUnavailable && strings.Contains(rz.Reason, "job registry")
 	})
 	var h api.Health
@@ -195,7 +195,7 @@ func TestSharedRegistryWaitsForTheOtherDaemon(t *testing.T) {
 	if r := sandboxd(t, nil, "jobs", "end", "--socket", sockB, "before"); r.code != 0 {
 		t.Fatalf("jobs end before on daemon B: %d %s%s", r.code, r.stdout, r.stderr)
 	}
-	waitUntil(t, 30*time.Second, "the adopted job's process to end", func() bool { return !alivePid(cmdPid) })
+	waitUntil(t, time.Minute, "the adopted job's process to end", func() bool { return !alivePid(cmdPid) })
 	get("/v1/health", &h)
 	for _, c := range h.Conditions {
 		if c.Type == api.CondJobRegistryHeld && c.Status {
@@ -228,7 +228,7 @@ func TestHandoverWaitsForTheRegistry(t *testing.T) {
 		t.Cleanup(func() { r.Process.Kill(); r.Wait() })
 	}
 	slowPid, keptPid := readPidFile(t, pids+"/slow"), readPidFile(t, pids+"/kept")
-	waitUntil(t, 30*time.Second, "both jobs to run", func() bool {
+	waitUntil(t, time.Minute, "both jobs to run", func() bool {
 		return jobState(t, sock, "slow").State == api.JobRunning && jobState(t, sock, "kept").State == api.JobRunning
 	})
 
@@ -244,7 +244,7 @@ func TestHandoverWaitsForTheRegistry(t *testing.T) {
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- end.Wait() }()
-	waitUntil(t, 30*time.Second, "the slow job to be ending", func() bool { return jobState(t, sock, "slow").State == api.JobEnding })
+	waitUntil(t, time.Minute, "the slow job to be ending", func() bool { return jobState(t, sock, "slow").State == api.JobEnding })
 	old.Process.Signal(syscall.SIGTERM)
 	if err := <-ended; err != nil {
 		t.Errorf("jobs end slow, in flight across the old daemon's stop: %v %s", err, endOut.String())
@@ -252,7 +252,7 @@ func TestHandoverWaitsForTheRegistry(t *testing.T) {
 	if err := old.Wait(); err != nil {
 		t.Errorf("the old daemon exited with %v after SIGTERM, want 0", err)
 	}
-	waitUntil(t, 30*time.Second, "the new daemon to take the socket", func() bool {
+	waitUntil(t, time.Minute, "the new daemon to take the socket", func() bool {
 		return strings.Contains(newLog.String(), "socket taken")
 	})
 	if !strings.Contains(newLog.String(), "waiting for it to let go of the job registry") {
@@ -274,5 +274,5 @@ func TestHandoverWaitsForTheRegistry(t *testing.T) {
 	if r := sandboxd(t, env, "jobs", "end", "kept"); r.code != 0 {
 		t.Fatalf("jobs end kept: %d %s%s", r.code, r.stdout, r.stderr)
 	}
-	waitUntil(t, 30*time.Second, "the adopted job's process to end", func() bool { return !alivePid(keptPid) })
+	waitUntil(t, time.Minute, "the adopted job's process to end", func() bool { return !alivePid(keptPid) })
 }

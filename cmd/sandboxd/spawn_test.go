@@ -291,7 +291,7 @@ func TestSpawnAsNobody(t *testing.T) {
 		t.Errorf("run as uid %d: exit %d, want 5 (CMD's): %s", nobody, code, serr)
 	}
 	var j api.Job // its end is noticed from the cgroup's events, after run returned
-	waitUntil(t, 30*time.Second, "nb-run to be seen ended", func() bool { j = jobState(t, sock, "nb-run"); return j.State != api.JobRunning })
+	waitUntil(t, time.Minute, "nb-run to be seen ended", func() bool { j = jobState(t, sock, "nb-run"); return j.State != api.JobRunning })
 	if j.Owner == nil || j.Owner.UID != nobody || j.State != api.JobEnded {
 		t.Errorf("run as uid %d: job %+v, want owned by it and ended", nobody, j)
 	}

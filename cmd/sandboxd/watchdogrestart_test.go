@@ -78,7 +78,7 @@ level = "debug"
 	// The restart: a new serve on the same state dir, registry and socket (the old socket
 	// is left behind, stale). Its start-up reclaim runs the gc command.
 	_, _, logs := serveDaemon(t, dir, cfg)
-	testenv.Eventually(t, 30*time.Second, "the new daemon's start-up reclaim to run the gc command", func() bool {
+	testenv.Eventually(t, time.Minute, "the new daemon's start-up reclaim to run the gc command", func() bool {
 		_, err := os.Stat(started)
 		return err == nil
 	})
@@ -88,7 +88,7 @@ level = "debug"
 	need := freeBefore + 4<<20
 	res := make(chan result, 1)
 	go func() { res <- sandboxd(t, nil, "launch", "--socket", sock, "--need-bytes", fmt.Sprint(need)) }()
-	testenv.Eventually(t, 30*time.Second, "the launch to wait for the running reclaim", func() bool {
+	testenv.Eventually(t, time.Minute, "the launch to wait for the running reclaim", func() bool {
 		return strings.Contains(logs.String(), "launch waits for the reclaim in progress")
 	})
 	os.WriteFile(free, nil, 0o644)
@@ -112,7 +112,7 @@ level = "debug"
 	os.WriteFile(release, nil, 0o644)
 	runEvent := regexp.MustCompile(`(?m)Z reclaim .*$`)
 	var ev result
-	testenv.Eventually(t, 30*time.Second, "the reclaim's event", func() bool {
+	testenv.Eventually(t, time.Minute, "the reclaim's event", func() bool {
 		ev = sandboxd(t, nil, "events", "--socket", sock)
 		return runEvent.MatchString(ev.stdout)
 	})

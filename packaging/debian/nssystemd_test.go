@@ -106,7 +106,7 @@ func startNsSystemd(t *testing.T, keep []string) *nsSystemd {
 		}
 		return p.pid > 0
 	})
-	testenv.Eventually(t, 30*time.Second, "the namespace's systemd to finish booting", func() bool {
+	testenv.Eventually(t, time.Minute, "the namespace's systemd to finish booting", func() bool {
 		out, _ := p.sh("systemctl is-system-running")
 		s := strings.TrimSpace(out)
 		return s == "running" || s == "degraded"

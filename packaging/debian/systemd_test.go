@@ -161,10 +161,10 @@ func TestPackageUnderSystemd(t *testing.T) {
 		}
 		return st.Mounts[0]
 	}
-	testenv.Eventually(t, 30*time.Second, "the service to probe the FUSE mount healthy", func() bool {
+	testenv.Eventually(t, time.Minute, "the service to probe the FUSE mount healthy", func() bool {
 		return mount().State == api.MountHealthy
 	})
-	testenv.Eventually(t, 30*time.Second, "the service to prune the expired launcher file", func() bool {
+	testenv.Eventually(t, time.Minute, "the service to prune the expired launcher file", func() bool {
 		_, err := os.Lstat(expired)
 		return os.IsNotExist(err)
 	})
@@ -232,7 +232,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	// An upgrade restarts the running service with the new binary.
 	before := sd.show("sandboxd.service", "MainPID")
 	dpkg("-i " + deb(v2))
-	testenv.Eventually(t, 30*time.Second, "the upgraded service to run", func() bool {
+	testenv.Eventually(t, time.Minute, "the upgraded service to run", func() bool {
 		return sd.show("sandboxd.service", "ActiveState") == "active" && sd.show("sandboxd.service", "MainPID") != before
 	})
 	if v := sd.mustSh("/usr/bin/sandboxd version"); !strings.Contains(v, v2) {
@@ -261,7 +261,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	sd.mustSh("systemctl enable --now sandboxd.socket sandboxd.service")
 	sd.mustSh(`setsid /usr/bin/sandboxd run --grace 1s --ttl 1h -- sh -c 'trap "" TERM; exec sleep 3600' >/run/job.log 2>&1 &`)
 	var job api.Job
-	testenv.Eventually(t, 30*time.Second, "the runner's job to be registered", func() bool {
+	testenv.Eventually(t, time.Minute, "the runner's job to be registered", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		page, err := c.Jobs(ctx)

@@ -205,7 +205,7 @@ scrape_configs:
 
 	// Scaled: 2 minutes are 6s; each wait allows three times that on a loaded machine.
 	const twoMinutes = 2 * time.Minute / scale
-	testenv.Eventually(t, 30*time.Second, "Prometheus to be ready", func() bool {
+	testenv.Eventually(t, time.Minute, "Prometheus to be ready", func() bool {
 		resp, err := http.Get(prom + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
@@ -214,7 +214,7 @@ scrape_configs:
 	})
 	// Prometheus applies its targets a few seconds after start (discovery is throttled):
 	// the clock starts at its first sample of node a's condition at 1.
-	testenv.Eventually(t, 30*time.Second, "Prometheus to have node a's DiskPressure at 1", func() bool {
+	testenv.Eventually(t, time.Minute, "Prometheus to have node a's DiskPressure at 1", func() bool {
 		resp, err := http.Get(prom + "/api/v1/query?query=" + url.QueryEscape(`sandboxd_condition{instance="a",type="DiskPressure"} == 1`))
 		if err != nil {
 			return false
