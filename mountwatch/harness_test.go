@@ -216,7 +216,7 @@ func (f *fixture) mountState(name string) api.Mount {
 	return api.Mount{}
 }
 
-// waitFor polls cond for up to 30 s.
+// waitFor polls cond for up to a minute.
 func (f *fixture) waitFor(what string, cond func() bool) {
 	f.t.Helper()
 	waited := false

@@ -83,7 +83,7 @@ func cond(t *testing.T, w *Watcher, typ, subject string) api.Condition {
 	return api.Condition{}
 }
 
-// poll waits up to 30 s for ok, failing with what.
+// poll waits up to a minute for ok, failing with what.
 func poll(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	testenv.Eventually(t, time.Minute, what, ok)
