@@ -39,9 +39,11 @@ func TestEventLoggedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, time.Minute, "the dry run's event", func() bool {
+	// The event log appends an event, then logs it after releasing its lock: wait for the
+	// line too, then count.
+	poll(t, time.Minute, "the dry run's event and its log line", func() bool {
 		page, err := td.client.Events(context.Background(), 0)
-		if err != nil {
+		if err != nil || !strings.Contains(buf.String(), "subject=manual") {
 			return false
 		}
 		for _, ev := range page.Events {
