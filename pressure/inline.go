@@ -207,7 +207,7 @@ func (w *Watcher) measureInline(path string, existing, hold bool, now time.Time)
 	if !local {
 		return api.Filesystem{}, 0, "", false
 	}
-	deepest, found := w.mounts.watchWay(path) // before the lookup: a change after it is seen
+	deepest, found, gen := w.mounts.watchWay(path) // before the lookup: a change after it is seen
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	at = path
 	var fd int
@@ -256,6 +256,6 @@ func (w *Watcher) measureInline(path string, existing, hold bool, now time.Time)
 	if hold && at == path {
 		keep = fd
 	}
-	held = w.mounts.learn(path, existing, at, mnt, stx.Dev_major, stx.Dev_minor, sf.Fsid, keep, deepest, found) && keep >= 0
+	held = w.mounts.learn(path, existing, at, mnt, stx.Dev_major, stx.Dev_minor, sf.Fsid, keep, deepest, found, gen) && keep >= 0
 	return fig, unix.Mkdev(stx.Dev_major, stx.Dev_minor), at, true
 }

@@ -64,6 +64,7 @@ type knownWays struct {
 	ino      int                       // inotify fd (non-blocking); -1 when none
 	failedOf time.Time                 // the table under which inotify_init1 failed: not tried again under it
 	of       time.Time                 // the table (loadedAt) the ways were found under
+	gen      uint64                    // counts forgets: watches made under another gen are gone with its inotify fd
 	names    map[int32]map[string]bool // watch descriptor -> the names in its directory on a way
 	ways     map[knownKey]*knownWay
 	hits     uint64 // measurements made on a known way (tests)
@@ -98,6 +99,7 @@ func (k *knownWays) forgetLocked() {
 		unix.Close(k.ino)
 		k.forgets++
 	}
+	k.gen++
 	k.ino, k.names, k.ways = -1, nil, nil
 }
 
@@ -167,15 +169,16 @@ func (t *mountTable) measureKnown(path string, existing bool, now time.Time) (fi
 
 // watchWay adds a watch on every directory on path's way, from "/" down, for the name
 // that leads on, until one cannot be watched (it does not exist, is no directory, or
-// inotify is not there). It returns the deepest directory watched ("" for none) and the
-// table the watches were made under. Called before the lookup that finds the way.
-func (t *mountTable) watchWay(path string) (deepest string, of time.Time) {
+// inotify is not there). It returns the deepest directory watched ("" for none), the
+// table the watches were made under and the gen of the inotify fd they were made on.
+// Called before the lookup that finds the way.
+func (t *mountTable) watchWay(path string) (deepest string, of time.Time, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := &t.known
 	of = t.loadedAt
 	if !t.pollOpened || t.pollFD < 0 || !filepath.IsAbs(path) || path == "/" {
-		return "", of
+		return "", of, k.gen
 	}
 	if k.of != of {
 		k.forgetLocked()
@@ -183,15 +186,16 @@ func (t *mountTable) watchWay(path string) (deepest string, of time.Time) {
 	}
 	if k.ino < 0 {
 		if k.failedOf == of {
-			return "", of
+			return "", of, k.gen
 		}
 		fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 		if err != nil {
 			k.failedOf = of
-			return "", of
+			return "", of, k.gen
 		}
 		k.ino = fd
 	}
+	gen = k.gen
 	dir, rest := "/", path[1:]
 	for rest != "" {
 		name, after, _ := strings.Cut(rest, "/")
@@ -209,17 +213,17 @@ func (t *mountTable) watchWay(path string) (deepest string, of time.Time) {
 		deepest = dir
 		dir, rest = filepath.Join(dir, name), after
 	}
-	return deepest, of
+	return deepest, of, gen
 }
 
 // learn keeps what the inline path found of path (measuring at, on mount mnt, device
 // major:minor, statfs's fsid, which must not be zero; fd, at held open, or -1) as its
-// known way when the watches made under the table of found cover the way: every
-// directory down to the one that holds at's last component, and with at an ancestor of
-// path, at itself (a component created in it would change at). It says whether it kept
-// the way (else the caller closes fd).
+// known way when the watches made under the table of found, on the inotify fd of gen,
+// cover the way: every directory down to the one that holds at's last component, and
+// with at an ancestor of path, at itself (a component created in it would change at). It
+// says whether it kept the way (else the caller closes fd).
 func (t *mountTable) learn(path string, existing bool, at string, mnt mountinfo.Entry, major, minor uint32, fsid unix.Fsid, fd int,
-	deepest string, found time.Time) bool {
+	deepest string, found time.Time, gen uint64) bool {
 	want := filepath.Dir(at)
 	if at != path {
 		want = at
@@ -230,7 +234,9 @@ func (t *mountTable) learn(path string, existing bool, at string, mnt mountinfo.
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := &t.known
-	if found != t.loadedAt || k.of != found || k.ino < 0 || t.pollFD < 0 {
+	// Forgotten since the watches were made (their inotify fd closed; another call may
+	// have made a new one, on which this way has no watch): not kept.
+	if found != t.loadedAt || k.of != found || k.gen != gen || k.ino < 0 || t.pollFD < 0 {
 		return false
 	}
 	if k.ways == nil {
