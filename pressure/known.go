@@ -46,8 +46,9 @@ import (
 // component holds the site's root while it cleans it), and measured with fstatfs: no
 // lookup at all. Any other path is measured by name, so a known way holds no filesystem
 // busy; a held site's fd goes with its way (the next call or sampling tick after a change
-// on it, a mount table reload, the end of Run), and an unmount drops the watches on the
-// filesystem (IN_UNMOUNT, IN_IGNORED).
+// on it, a mount table reload, the end of Run, the second sampling tick no call asked
+// about it: a site dropped from the configuration), and an unmount drops the watches on
+// the filesystem (IN_UNMOUNT, IN_IGNORED).
 
 // knownMask is what the watches on the way report: the name-level changes of their
 // entries, and the directory itself going (IN_IGNORED, IN_UNMOUNT and IN_Q_OVERFLOW come
@@ -85,6 +86,7 @@ type knownWay struct {
 	devno        string
 	fsid         unix.Fsid // statfs's f_fsid when found: a statfs on the way that says another is of another filesystem
 	fd           int       // at held open (MeasureSite), else -1: measured by fstatfs, not by name
+	asked        bool      // measured since the last sampling tick (a held way not asked is let go)
 }
 
 // forgetLocked forgets every known way, closes the fds held and the inotify fd (its
@@ -160,6 +162,7 @@ func (t *mountTable) measureKnown(path string, existing bool, now time.Time) (fi
 		return api.Filesystem{}, 0, "", false
 	}
 	k.hits++
+	w.asked = true
 	fig = figures(&sf)
 	fig.Path, fig.Devno = w.at, w.devno
 	fig.Mountpoint, fig.FSType, fig.Device = w.mnt.MountPoint, w.mnt.FSType, w.mnt.Source
@@ -246,16 +249,31 @@ func (t *mountTable) learn(path string, existing bool, at string, mnt mountinfo.
 	if old := k.ways[key]; old != nil && old.fd >= 0 {
 		unix.Close(old.fd)
 	}
-	k.ways[key] = &knownWay{at: at, mnt: mnt, major: major, minor: minor, fsid: fsid, fd: fd,
+	k.ways[key] = &knownWay{at: at, mnt: mnt, major: major, minor: minor, fsid: fsid, fd: fd, asked: true,
 		devno: strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10)}
 	return true
 }
 
-// readKnownEvents reads the events queued for the known ways (see readEventsLocked).
-func (t *mountTable) readKnownEvents() {
+// tickKnown is the sampling tick's part: it reads the events queued for the known ways
+// (see readEventsLocked), and lets go of every held way not asked since the last tick. A
+// site no launch asks about any more (dropped from the configuration) is not held open,
+// nor its filesystem busy for a plain umount, past the tick after next; nothing else
+// would close it while its way stays the same.
+func (t *mountTable) tickKnown() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.known.readEventsLocked()
+	k := &t.known
+	k.readEventsLocked()
+	for key, w := range k.ways {
+		switch {
+		case w.fd < 0:
+		case w.asked:
+			w.asked = false
+		default:
+			unix.Close(w.fd)
+			delete(k.ways, key)
+		}
+	}
 }
 
 // knownCounts is how many measurements were made on a known way, and how many times every

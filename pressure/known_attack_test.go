@@ -229,7 +229,7 @@ func tryLearnAcrossAForget(t *testing.T, last bool) bool {
 	deepest, found, ino := w.mounts.watchWay(s.site)
 	must(t, os.Rename(other, other+".2")) // by path: tests only
 	must(t, os.Rename(other+".2", other)) // by path: tests only
-	w.mounts.readKnownEvents()
+	w.mounts.tickKnown()
 	if _, err := w.MeasureSite(ctx, other); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func (w *Watcher) MeasureExisting(ctx context.Context, path string) (api.Filesys
 // retention component holds the site's root) and the next call is the poll and an
 // fstatfs of it. Only a path that exists is held; the fd goes when the way is forgotten
 // (the next call or sampling tick after a change on the way, a mount table reload, the
-// end of Run).
+// end of Run), or at the second sampling tick without a call for it.
 func (w *Watcher) MeasureSite(ctx context.Context, path string) (api.Filesystem, error) {
 	return w.measureHold(ctx, cleanPath(path), true, true)
 }

@@ -136,8 +136,8 @@ func (w *Watcher) tick(ctx context.Context, wait bool) {
 	}
 	w.markStale(w.opts.Now())
 	// The known ways' events are read on every tick too, so a daemon that no call asks
-	// keeps a short inotify queue (known.go).
-	w.mounts.readKnownEvents()
+	// keeps a short inotify queue, and held sites no call asks about are let go (known.go).
+	w.mounts.tickKnown()
 }
 
 // proberFor returns the prober of the filesystem that holds path by name. Keying by the
