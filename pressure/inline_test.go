@@ -47,6 +47,7 @@ func TestMeasureInlineOnLocalFilesystems(t *testing.T) {
 		{Path: tmp, ReclaimBelow: units.Threshold{Amount: 1 << 20}},
 		{Path: ext4, ReclaimBelow: units.Threshold{Amount: 1 << 20}},
 	}})
+	t.Cleanup(w.mounts.close) // its mountinfo poll, inotify fd and held sites: Run is not called
 	ctx := context.Background()
 	for _, root := range []string{tmp, ext4} {
 		os.Mkdir(filepath.Join(root, "site"), 0o755)
@@ -112,6 +113,7 @@ func TestMeasureInlineSeesANewMount(t *testing.T) {
 	testenv.RequireRoot(t)
 	outer := testenv.Tmpfs(t, 8<<20, 100)
 	w := New(Options{})
+	t.Cleanup(w.mounts.close) // its mountinfo poll, inotify fd and held sites: Run is not called
 	ctx := context.Background()
 	dir := filepath.Join(outer, "d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -143,6 +145,7 @@ func TestMeasureInlineNeverLooksUpThroughANewHungMount(t *testing.T) {
 	testenv.RequireRoot(t)
 	outer := testenv.Tmpfs(t, 8<<20, 100)
 	w := New(Options{})
+	t.Cleanup(w.mounts.close) // its mountinfo poll, inotify fd and held sites: Run is not called
 	dir := filepath.Join(outer, "d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func testKnownWayMeasuresFresh(t *testing.T, measure func(w *Watcher, ctx contex
 		t.Fatal(err)
 	}
 	w := New(Options{})
+	t.Cleanup(w.mounts.close) // its mountinfo poll, inotify fd and held sites: Run is not called
 	ctx := context.Background()
 	first, err := measure(w, ctx, site)
 	if err != nil || first.Path != site || first.Mountpoint != fs {
@@ -177,6 +178,7 @@ func tryKnownWayChange(t *testing.T, measure func(w *Watcher, ctx context.Contex
 	must(t, os.MkdirAll(s.site, 0o755))
 	must(t, os.Mkdir(filepath.Join(s.b, "site"), 0o755))
 	w := New(Options{})
+	t.Cleanup(w.mounts.close) // its mountinfo poll, inotify fd and held sites: Run is not called
 	ctx := context.Background()
 	p := path(s)
 	if _, err := measure(w, ctx, p); err != nil {
