@@ -139,6 +139,6 @@ ${jobs}`);
   await eventually('the daemon to be ready', async () => {
     if (exitCode !== null) throw new Error(`sandboxd exited ${exitCode}: ${logs()}`);
     try { await client.request('GET', '/readyz'); return true; } catch { return false; }
-  }, 30_000);
+  }, 60_000);
   return { bin, dir, mnt, site, socket, cgroup, client, logs, env: { ...process.env, SANDBOXD_SOCKET: socket } };
 }

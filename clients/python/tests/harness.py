@@ -150,7 +150,7 @@ registry_dir = "{self.dir}/registry"
                 return True
             except (sandboxd.Unreachable, sandboxd.Problem):
                 return False
-        eventually("the daemon to be ready", ready, 30)
+        eventually("the daemon to be ready", ready, 60)
 
     def logs(self) -> str:
         self.log.seek(0)
