@@ -181,7 +181,10 @@ class JobTests(unittest.TestCase):
             with self.assertRaises(KeyError):
                 async with ac.start(["sh", "-c", DOUBLE_FORK.format(d=self.d.dir)], ttl="2s", heartbeat="100ms", site="s") as job:
                     await asyncio.to_thread(read_pid, f"{self.d.dir}/grand")
+                    end = asyncio.get_running_loop().time() + 60  # a condition wait, never a hang
                     while (await ac.job(job.id))["heartbeats"] < 22:  # 2.2 s > the 2 s ttl
+                        if asyncio.get_running_loop().time() > end:
+                            raise AssertionError("timed out after 60s waiting for 22 heartbeats")
                         await asyncio.sleep(0.05)
                     raise KeyError("boom")
             j = await ac.job(job.id)
