@@ -285,18 +285,23 @@ func (c cgroupFS) signalIfIn(pid int, dir string, sig unix.Signal) bool {
 
 // waitEvents waits until cond holds for dir's cgroup.events, watching the file with
 // inotify (the kernel notifies a modification whenever populated or frozen changes)
-// instead of sleeping. It returns ctx's error when the context ends first.
+// instead of sleeping. It returns ctx's error when the context ends first. Without
+// inotify (EMFILE: fs.inotify.max_user_instances, 128 by default, is shared by every
+// process of the uid on a busy host) it reads the file every eventsPoll instead: an
+// error here made an ending job "leaked" at once, its SIGKILLed processes not waited for
+// (a client test under CI-like load saw three jobs leaked with 0 processes, each in well
+// under the 10 s kill wait).
 func waitEvents(ctx context.Context, dir string, cond func(populated, frozen bool) bool) error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("inotify_init1: %w", err)
+		return pollEvents(ctx, dir, cond)
 	}
 	defer unix.Close(fd)
 	if _, err := unix.InotifyAddWatch(fd, filepath.Join(dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil // the cgroup is gone: nothing is left in it
 		}
-		return fmt.Errorf("inotify_add_watch %s: %w", filepath.Join(dir, "cgroup.events"), err)
+		return pollEvents(ctx, dir, cond) // ENOSPC: max_user_watches
 	}
 	buf := make([]byte, 4096)
 	for {
@@ -322,6 +327,30 @@ func waitEvents(ctx context.Context, dir string, cond func(populated, frozen boo
 			if _, err := unix.Read(fd, buf); err != nil {
 				break
 			}
+		}
+	}
+}
+
+// eventsPoll is how often pollEvents reads cgroup.events.
+const eventsPoll = 50 * time.Millisecond
+
+// pollEvents is waitEvents without inotify: it reads dir's cgroup.events every eventsPoll
+// until cond holds, the cgroup is gone, or ctx ends (its error).
+func pollEvents(ctx context.Context, dir string, cond func(populated, frozen bool) bool) error {
+	t := time.NewTicker(eventsPoll)
+	defer t.Stop()
+	for {
+		pop, frz, err := events(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err == nil && cond(pop, frz) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 		}
 	}
 }
