@@ -184,6 +184,7 @@ func TestWatchingChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := New(Options{Filesystems: []FSConfig{{Path: dir, ReclaimBelow: units.Threshold{Amount: 64 << 20}}}})
+	t.Cleanup(w.mounts.close) // its mountinfo poll and inotify fd: Run is not called
 	for i := 0; i < 3; i++ {
 		sample(t, w)
 	}

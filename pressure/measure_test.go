@@ -22,6 +22,7 @@ func TestMeasureAndFilesystemFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := New(Options{Filesystems: []FSConfig{{Path: watched, ReclaimBelow: units.Threshold{Amount: 4 << 20}}}})
+	t.Cleanup(w.mounts.close) // its mountinfo poll and inotify fd: Run is not called
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
