@@ -152,6 +152,12 @@ func events(dir string) (populated, frozen bool, err error) {
 	if err != nil {
 		return false, false, err
 	}
+	populated, frozen = parseEvents(b)
+	return populated, frozen, nil
+}
+
+// parseEvents reads cgroup.events' "populated" and "frozen" keys.
+func parseEvents(b []byte) (populated, frozen bool) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), " ")
@@ -162,7 +168,7 @@ func events(dir string) (populated, frozen bool, err error) {
 			frozen = v == "1"
 		}
 	}
-	return populated, frozen, nil
+	return populated, frozen
 }
 
 // readCgroupFile reads a cgroupfs file with plain read(2)s. os.ReadFile would register it
@@ -283,74 +289,46 @@ func (c cgroupFS) signalIfIn(pid int, dir string, sig unix.Signal) bool {
 	return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
 }
 
-// waitEvents waits until cond holds for dir's cgroup.events, watching the file with
-// inotify (the kernel notifies a modification whenever populated or frozen changes)
-// instead of sleeping. It returns ctx's error when the context ends first. Without
-// inotify (EMFILE: fs.inotify.max_user_instances, 128 by default, is shared by every
-// process of the uid on a busy host) it reads the file every eventsPoll instead: an
-// error here made an ending job "leaked" at once, its SIGKILLed processes not waited for
-// (a client test under CI-like load saw three jobs leaked with 0 processes, each in well
-// under the 10 s kill wait).
+// waitEvents waits until cond holds for dir's cgroup.events. It holds the file open and
+// polls it for POLLPRI, which kernfs raises when populated or frozen changes (reading the
+// file re-arms it: the same notification inotify would report, without an inotify
+// instance). An instance per wait took one of fs.inotify.max_user_instances (128 per
+// uid, shared by every root process on the host): a lease lapsing for 100 jobs took 100
+// of them, and an inotify_init1 that failed made an ending job "leaked" at once. It
+// returns ctx's error when the context ends first, nil once the cgroup is gone.
 func waitEvents(ctx context.Context, dir string, cond func(populated, frozen bool) bool) error {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	path := filepath.Join(dir, "cgroup.events")
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+		return nil // the cgroup is gone: nothing is left in it
+	}
 	if err != nil {
-		return pollEvents(ctx, dir, cond)
+		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, filepath.Join(dir, "cgroup.events"), unix.IN_MODIFY); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil // the cgroup is gone: nothing is left in it
-		}
-		return pollEvents(ctx, dir, cond) // ENOSPC: max_user_watches
-	}
-	buf := make([]byte, 4096)
+	buf := make([]byte, 256)
 	for {
-		pop, frz, err := events(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
+		n, err := unix.Pread(fd, buf, 0)
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) {
+			return nil // removed while held open
 		}
-		if err == nil && cond(pop, frz) {
-			return nil
+		if err == nil {
+			if pop, frz := parseEvents(buf[:n]); cond(pop, frz) {
+				return nil
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// At most a second between reads: a read that failed otherwise (EINTR, ENOMEM)
+		// is tried again, never taken for an answer.
 		timeout := 1000
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = int(min(time.Until(dl).Milliseconds()+1, 1000))
 		}
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, max(timeout, 1)); err != nil && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("poll inotify: %w", err)
-		}
-		for {
-			if _, err := unix.Read(fd, buf); err != nil {
-				break
-			}
-		}
-	}
-}
-
-// eventsPoll is how often pollEvents reads cgroup.events.
-const eventsPoll = 50 * time.Millisecond
-
-// pollEvents is waitEvents without inotify: it reads dir's cgroup.events every eventsPoll
-// until cond holds, the cgroup is gone, or ctx ends (its error).
-func pollEvents(ctx context.Context, dir string, cond func(populated, frozen bool) bool) error {
-	t := time.NewTicker(eventsPoll)
-	defer t.Stop()
-	for {
-		pop, frz, err := events(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err == nil && cond(pop, frz) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+			return fmt.Errorf("poll %s: %w", path, err)
 		}
 	}
 }
