@@ -252,10 +252,10 @@ func (w *Watcher) measureInline(path string, existing, hold bool, now time.Time)
 	fig.Devno = strconv.FormatUint(uint64(stx.Dev_major), 10) + ":" + strconv.FormatUint(uint64(stx.Dev_minor), 10)
 	fig.Mountpoint, fig.FSType, fig.Device = mnt.MountPoint, mnt.FSType, mnt.Source
 	fig.SampledAt = now
-	keep := -1
+	// Only a way held open is kept (known.go): measured by name, a symlink put on the way
+	// after the poll would be followed before the event is read.
 	if hold && at == path {
-		keep = fd
+		held = w.mounts.learn(path, existing, at, mnt, stx.Dev_major, stx.Dev_minor, sf.Fsid, fd, deepest, found, gen)
 	}
-	held = w.mounts.learn(path, existing, at, mnt, stx.Dev_major, stx.Dev_minor, sf.Fsid, keep, deepest, found, gen) && keep >= 0
 	return fig, unix.Mkdev(stx.Dev_major, stx.Dev_minor), at, true
 }

@@ -18,9 +18,10 @@ import (
 // call. The inline measurement (inline.go) is five syscalls: the mountinfo poll, openat2
 // of the path (no symlinks), statx of the fd (its device), fstatfs, close. Three of them
 // only find again what the last call found: that the path leads, through no symlink, to
-// the mount the table says. So that finding is kept (the path's way is known), and the
-// next measurement of the path is the poll and a statfs (issue 27), as long as nothing
-// could have changed where the path leads:
+// the mount the table says. So for a launch's site (MeasureSite) that finding is kept (the
+// path's way is known) with the directory held open, and the next measurement of the path
+// is the poll and an fstatfs of the held fd (issue 27), as long as nothing could have
+// changed where the path leads:
 //
 //   - the mount table is the one the way was found under: a mount or unmount anywhere
 //     in the namespace reloads it (fresh), and a reload forgets every known way;
@@ -32,20 +33,21 @@ import (
 //     filesystem unmounted), or a lost event (queue overflow) forgets every known way.
 //     Events for other names are read and let be.
 //
-// Then the lookup statfs makes goes through the same directories as the one the way was
-// found with: no symlink, the same mounts, all local, so it cannot wait on a server and
-// measures the filesystem the path leads to now. The kernel queues an event before the
+// Then the path still leads to the directory held, through no symlink, the same mounts,
+// all local: its fstatfs measures the filesystem the path leads to now, with no lookup
+// that could wait on a server. The kernel queues an event before the
 // rename, unlink or mkdir that makes it returns, and the inotify fd is polled in the same
 // ppoll as mountinfo, so a change made before a call is seen by that call; the watches are
-// added before the lookup that finds the way, so a change made meanwhile is seen too. A
-// statfs that answers with another f_fsid than the way was found with (a mount made
-// between the poll and the statfs) forgets it as well. The statfs is as fresh as the inline
-// path's (TestLaunchSeesAFillOfAMomentAgo).
+// added before the lookup that finds the way, so a change made meanwhile is seen too. An
+// fstatfs that answers with another f_fsid than the way was found with forgets it as well.
+// The fstatfs is as fresh as the inline path's (TestLaunchSeesAFillOfAMomentAgo).
 //
-// A launch's site (MeasureSite) is held open besides (an O_PATH fd, as the retention
-// component holds the site's root while it cleans it), and measured with fstatfs: no
-// lookup at all. Any other path is measured by name, so a known way holds no filesystem
-// busy; a held site's fd goes with its way (the next call or sampling tick after a change
+// The site is held with an O_PATH fd, as the retention component holds the site's root
+// while it cleans it. Any other path is measured the inline way at every call and holds
+// nothing: a statfs by name on a kept way would follow a symlink put on the way between
+// the poll and the statfs, before its event is read (into a FUSE mount that never answers,
+// stalling every measurement behind the table's lock), and holding every path open would
+// keep the watched filesystems busy. A held site's fd goes with its way (the next call or sampling tick after a change
 // on it, a mount table reload, the end of Run, the second sampling tick no call asked
 // about it: a site dropped from the configuration), and an unmount drops the watches on
 // the filesystem (IN_UNMOUNT, IN_IGNORED).
@@ -85,7 +87,7 @@ type knownWay struct {
 	major, minor uint32
 	devno        string
 	fsid         unix.Fsid // statfs's f_fsid when found: a statfs on the way that says another is of another filesystem
-	fd           int       // at held open (MeasureSite), else -1: measured by fstatfs, not by name
+	fd           int       // at held open (MeasureSite): measured by fstatfs, not by name
 	asked        bool      // measured since the last sampling tick (a held way not asked is let go)
 }
 
@@ -135,7 +137,7 @@ func (k *knownWays) readEventsLocked() {
 	}
 }
 
-// measureKnown measures path on its known way, with a statfs by name; ok false when its
+// measureKnown measures path on its known way, with an fstatfs of the fd held; ok false when its
 // way is not known (the caller measures it the inline way, which may learn it). The
 // caller has polled (fresh) just before.
 func (t *mountTable) measureKnown(path string, existing bool, now time.Time) (fig api.Filesystem, dev uint64, at string, ok bool) {
@@ -151,11 +153,7 @@ func (t *mountTable) measureKnown(path string, existing bool, now time.Time) (fi
 		return api.Filesystem{}, 0, "", false
 	}
 	var sf unix.Statfs_t
-	statfs := func() error { return unix.Statfs(w.at, &sf) }
-	if w.fd >= 0 {
-		statfs = func() error { return unix.Fstatfs(w.fd, &sf) }
-	}
-	if err := retryEINTR(statfs); err != nil || sf.Fsid != w.fsid {
+	if err := retryEINTR(func() error { return unix.Fstatfs(w.fd, &sf) }); err != nil || sf.Fsid != w.fsid {
 		// It did not answer as it did, or of another filesystem (a mount made between the
 		// poll and the statfs): find the way again.
 		k.forgetLocked()
