@@ -74,7 +74,15 @@ func (m *Manager) Register(req api.JobRequest, by Caller) (api.Job, error) {
 		m.drop(j)
 		return api.Job{}, err
 	}
-	return m.placed(j, a), nil
+	v := m.placed(j, a)
+	if v.Processes == 0 {
+		// Its process exited before the watch on its cgroup's events was added (placed),
+		// or was a zombie when moved, which the pidfd's signal 0 does not tell: the empty
+		// cgroup will not change, so no event would end the job, and it would hold its id
+		// and a slot of its uid's max_per_uid as running until its lease lapsed.
+		m.checkEmpty(j)
+	}
+	return v, nil
 }
 
 // admission is what check settled about a registration besides the request itself.
