@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,24 +56,12 @@ sh -c 'trap "" TERM; echo $$ >> `+pids+`; while :; do sleep 1; done' & echo $$ >
 // and the check still reports it.
 func TestUnemptiableJobLeaks(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Grace = 100 * time.Millisecond; o.KillWait = 500 * time.Millisecond })
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	srv := fusetest.Start(t, mnt, fusetest.Options{})
-	gate := filepath.Join(t.TempDir(), "go")
-	cmd := spawn(t, `while [ ! -e `+gate+` ]; do sleep 0.05; done; exec ls `+mnt)
-	t.Cleanup(func() { srv.Abort() }) // runs before spawn's cleanup, which reaps ls
+	cmd, srv, block := lsInHungMount(t)
 	j, err := f.m.Register(api.JobRequest{ID: "leaky", PID: cmd.Process.Pid}, Caller{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Hang()
-	os.WriteFile(gate, nil, 0o644)
-	// Blocked where SIGKILL cannot free it: its request read by the server, which holds it
-	// (before that, the kernel drops the request of a killed caller, and ls dies at SIGTERM).
-	waitFor(t, time.Minute, "ls to block in the hung mount, its request held by the server", func() bool {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/wchan")
-		return (strings.Contains(string(b), "fuse") || strings.Contains(string(b), "request_wait")) && srv.Held() > 0
-	})
+	block()
 	v, err := f.m.End(context.Background(), "leaky", api.ReasonDeleted, true)
 	if err != nil {
 		t.Fatal(err)
@@ -261,4 +250,28 @@ func reusePid(t *testing.T, pid int) *os.Process {
 	}
 	t.Skipf("could not get pid %d again (other processes fork too fast)", pid)
 	return nil
+}
+
+// lsInHungMount starts an ls of a fresh FUSE mount, held back until block: block hangs
+// the server, lets ls go and waits until ls is blocked where SIGKILL cannot free it, its
+// request read by the server, which holds it (before that, the kernel drops the request
+// of a killed caller, and ls dies at SIGTERM). The mount is aborted when the test ends,
+// before spawn's cleanup reaps ls.
+func lsInHungMount(t *testing.T) (cmd *exec.Cmd, srv *fusetest.Server, block func()) {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	srv = fusetest.Start(t, mnt, fusetest.Options{})
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd = spawn(t, `while [ ! -e `+gate+` ]; do sleep 0.05; done; exec ls `+mnt)
+	t.Cleanup(func() { srv.Abort() })
+	return cmd, srv, func() {
+		t.Helper()
+		srv.Hang()
+		os.WriteFile(gate, nil, 0o644)
+		waitFor(t, time.Minute, "ls to block in the hung mount, its request held by the server", func() bool {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/wchan")
+			return (strings.Contains(string(b), "fuse") || strings.Contains(string(b), "request_wait")) && srv.Held() > 0
+		})
+	}
 }

@@ -2,15 +2,10 @@ package jobs
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
-	"github.com/sandboxd/sandboxd/internal/fusetest"
 )
 
 // TestCountsHoldThroughALeak: the kept counts (live jobs per uid, ended jobs) equal a
@@ -24,22 +19,12 @@ func TestCountsHoldThroughALeak(t *testing.T) {
 		o.MaxEnded = 4
 	})
 	check := func(step string) { t.Helper(); checkCounts(t, f.m, 4, step) }
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	srv := fusetest.Start(t, mnt, fusetest.Options{})
-	gate := filepath.Join(t.TempDir(), "go")
-	cmd := spawn(t, `while [ ! -e `+gate+` ]; do sleep 0.05; done; exec ls `+mnt)
-	t.Cleanup(func() { srv.Abort() }) // runs before spawn's cleanup, which reaps ls
+	cmd, srv, block := lsInHungMount(t)
 	if _, err := f.m.Register(api.JobRequest{ID: "leaky", PID: cmd.Process.Pid}, Caller{}); err != nil {
 		t.Fatal(err)
 	}
 	check("registered")
-	srv.Hang()
-	os.WriteFile(gate, nil, 0o644)
-	waitFor(t, time.Minute, "ls to block in the hung mount, its request held by the server", func() bool {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/wchan")
-		return (strings.Contains(string(b), "fuse") || strings.Contains(string(b), "request_wait")) && srv.Held() > 0
-	})
+	block()
 	if v, err := f.m.End(context.Background(), "leaky", api.ReasonDeleted, true); err != nil || v.State != api.JobLeaked {
 		t.Fatalf("end: %+v %v, want leaked", v, err)
 	}
