@@ -88,3 +88,18 @@ func poll(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	testenv.Eventually(t, time.Minute, what, ok)
 }
+
+// runWatcher runs w until stop (or the test's end): ctx is Run's, and stop ends Run and
+// returns its error; a second call returns nil.
+func runWatcher(t *testing.T, w *Watcher) (ctx context.Context, stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() (err error) {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return ctx, stop
+}

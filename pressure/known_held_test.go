@@ -1,7 +1,6 @@
 package pressure
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,13 +21,7 @@ func TestHeldSiteLetGoWhenNoLongerAsked(t *testing.T) {
 	site := filepath.Join(fs, "site")
 	must(t, os.Mkdir(site, 0o755))
 	w := New(Options{SampleInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	ctx, _ := runWatcher(t, w)
 	for end := time.Now().Add(time.Minute); heldFds(t, site) != 1; {
 		if time.Now().After(end) {
 			t.Fatalf("MeasureSite(%s) never held it", site)
@@ -50,13 +43,7 @@ func TestKnownWaysLeakNoFd(t *testing.T) {
 	testenv.RequireRoot(t)
 	fs := testenv.Tmpfs(t, 16<<20, 0)
 	w := New(Options{SampleInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	ctx, stop := runWatcher(t, w)
 	const sites = 64
 	for i := range sites {
 		must(t, os.MkdirAll(filepath.Join(fs, fmt.Sprint("s", i), "site"), 0o755))
@@ -78,9 +65,7 @@ func TestKnownWaysLeakNoFd(t *testing.T) {
 			}
 		}
 	}
-	cancel()
-	must(t, <-done)
-	done <- nil
+	must(t, stop())
 	if n := heldUnder(t, fs, ""); n != 0 {
 		t.Errorf("%d fds on %s after Run returned", n, fs)
 	}

@@ -260,13 +260,7 @@ func TestMeasureSiteLetsItsFdGo(t *testing.T) {
 	site := filepath.Join(fs, "site")
 	must(t, os.Mkdir(site, 0o755))
 	w := New(Options{Filesystems: []FSConfig{{Path: fs}}, SampleInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	_, stop := runWatcher(t, w)
 	// heldBy measures site until its fd is held (a mount made by another test meanwhile
 	// forgets every way) and says so; false when it never is within the deadline.
 	heldBy := func() bool {
@@ -302,11 +296,9 @@ func TestMeasureSiteLetsItsFdGo(t *testing.T) {
 	if !heldBy() {
 		t.Fatalf("MeasureSite(%s) of the new directory holds %d fds on it, want 1", site, heldFds(t, site))
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	done <- nil
 	if n := heldFds(t, site); n != 0 {
 		t.Errorf("%d fds on %s after Run returned, want none", n, site)
 	}
